@@ -1,0 +1,905 @@
+"""The output-stream pipeline: chunks through a supervised chain of processor
+actors, with backpressure and in-band signals.
+
+How it works
+============
+
+Every processor with a ``process_output_stream`` hook is a *stage* of the chain.
+Chunks enter from a source (the model stream, plus chunks the driver injects)
+and leave at the *client end*, the consumer's ``async for``.
+
+Everything a stage produces travels **in-band**, in stream order: the chunks it
+returns, the custom chunks it writes with ``writer.custom``, the violations it
+reports, and its ``abort()`` (a tripwire, or a retry request). The client end
+acts on them in that order, so the earliest position always wins and every
+execution mode gives exactly what a one-chunk-at-a-time sequential run gives
+(SPEC §2.10; ``procession.testing.run_sequential`` is that run, executable).
+
+Execution modes (``mode=``):
+
+``"fused"``
+    Every stage is an awaited call in the consumer's task: pulling a chunk from
+    the iterator pulls one item from the source and runs it through the chain.
+    No task switch per chunk; backpressure is implicit (nothing is read ahead).
+    A checkpoint is taken at least every ``checkpoint_every`` source items, so a
+    source that never blocks still lets cancellation and other tasks in.
+``"actors"``
+    The design card taken literally: a reader task and one task per stage,
+    linked by bounded trio memory channels (``link_capacity`` messages each).
+
+Bounds: in ``"actors"`` mode, with a consumer that stops reading, the number of
+source items read but not yet delivered stays at most
+``(stages + 1) * link_capacity + 2 * stages + 2`` (one item in hand and one in a
+parked send per stage, one parked in the reader, one in the consumer's hand),
+whatever the stream's length. In ``"fused"`` mode it is 1.
+
+Retries and attempts: a stage's ``abort(retry=True)`` is handed to the driver
+(``PipelineDriver.on_retry_request``) when it reaches the client end. If the
+driver accepts, everything after the cut in that attempt is discarded and the
+driver starts a new attempt by yielding a ``NewAttempt`` marker from the source;
+if not (or there is no driver), it ends the stream as a tripwire.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final, Literal, Protocol, TypeAlias
+
+import attrs
+import trio
+
+from ..processors._chunks import (
+    _FIXED_TYPE_CLASSES,
+    DataChunk,
+    ErrorChunk,
+    ErrorPayload,
+    StartChunk,
+    TripwireChunk,
+    TripwirePayload,
+)
+from ..processors._context import (
+    AbortSignal,
+    ProcessorStreamWriter,
+    ProcessorViolation,
+    RequestContext,
+    TracingContext,
+)
+from ..processors._contract import ProcessOutputStreamArgs, stream_result_error
+from ..processors._errors import (
+    ConfigurationError,
+    ProcessorError,
+    TripWire,
+)
+from ..processors._registration import register_processors
+from ._actor import ProcessorActor
+
+__all__ = [
+    "Barrier",
+    "ExecutionMode",
+    "NewAttempt",
+    "OutputPipeline",
+    "PipelineDriver",
+    "PipelineOutcome",
+    "PipelineStatistics",
+    "open_output_pipeline",
+]
+
+logger = logging.getLogger("procession")
+
+ExecutionMode: TypeAlias = Literal["fused", "actors"]
+_MODES: Final = ("fused", "actors")
+
+_CHUNK_CLASSES: Final = (*_FIXED_TYPE_CLASSES, DataChunk)
+_HOOK: Final = "process_output_stream"
+
+
+# --- in-band markers -----------------------------------------------------------
+
+
+class _Marker:
+    """Base of everything that travels in the chain but is not a chunk."""
+
+    __slots__ = ()
+
+
+class NewAttempt(_Marker):
+    """Yielded by a driver's source where an attempt (a model step, or its retry)
+    begins.
+
+    With ``discard=True`` (after an accepted retry request, or a recovered error)
+    the previous attempt is discarded: whatever of it is still in the chain after
+    the cut is dropped, every stage's ``stream_parts`` forget it, and a stage that
+    ended that attempt (its signal lost to an earlier one) takes part again. With
+    ``discard=False`` it only marks where the next rollback would go back to.
+    ``retry_count`` is what hooks see as ``args.retry_count`` from here on.
+    """
+
+    __slots__ = ("discard", "retry_count")
+
+    def __init__(self, retry_count: int = 0, *, discard: bool = True) -> None:
+        self.retry_count = retry_count
+        self.discard = discard
+
+    def __repr__(self) -> str:
+        return f"NewAttempt(retry_count={self.retry_count}, discard={self.discard})"
+
+
+class Barrier(_Marker):
+    """Yielded by a driver's source to learn when everything before it has reached
+    the client end (e.g. the end of a step, before ``process_output_step``).
+
+    ``await barrier.wait()`` after yielding it. Never discarded.
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    async def wait(self) -> None:
+        """Park until the barrier reached the client end (or the run ended)."""
+        await self._event.wait()
+
+    @property
+    def passed(self) -> bool:
+        return self._event.is_set()
+
+    def release(self) -> None:
+        self._event.set()
+
+
+class _DrainBarrier(Barrier):
+    """A barrier the pipeline sends itself (not a source item, so not counted)."""
+
+    __slots__ = ()
+
+
+class _Custom(_Marker):
+    __slots__ = ("chunk",)
+
+    def __init__(self, chunk: Any) -> None:
+        self.chunk = chunk
+
+
+class _Violation(_Marker):
+    __slots__ = ("actor", "violation")
+
+    def __init__(self, actor: ProcessorActor, violation: ProcessorViolation) -> None:
+        self.actor = actor
+        self.violation = violation
+
+
+class _End(_Marker):
+    """A stage ended its attempt: a tripwire (``retry`` or not) or a failure."""
+
+    __slots__ = ("actor", "error", "tripwire")
+
+    def __init__(
+        self,
+        actor: ProcessorActor,
+        tripwire: TripWire | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.actor = actor
+        self.tripwire = tripwire
+        self.error = error
+
+    @property
+    def is_retry(self) -> bool:
+        return self.tripwire is not None and self.tripwire.retry
+
+
+_STOP: Final = object()
+_CLOSE_GRACE_SECONDS: Final = 5.0  # a stage ended its attempt on this item
+
+
+# --- the driver, outcome, statistics --------------------------------------------
+
+
+class PipelineDriver(Protocol):
+    """What drives the pipeline (the agent loop) decides about retries and errors.
+
+    ``on_retry_request`` is awaited at the client end, in stream order;
+    ``on_error_chunk`` at the entry, before any processor sees the chunk.
+    """
+
+    async def on_retry_request(self, tripwire: TripWire) -> bool:
+        """A processor asked to retry the attempt. Return True to retry (then yield
+        ``NewAttempt`` from the source), False to end the run with the tripwire."""
+        ...
+
+    async def on_error_chunk(self, chunk: ErrorChunk) -> bool:
+        """The source produced an ``error`` chunk (held back from the processors).
+        Return True if the attempt is recovered (the chunk is dropped; yield
+        ``NewAttempt`` next), False to pass it through as the terminal error."""
+        ...
+
+
+@attrs.frozen
+class PipelineOutcome:
+    """How the stream ended."""
+
+    kind: Literal["completed", "tripwire", "error", "cancelled"]
+    tripwire: TripWire | None = None
+    error: BaseException | None = None
+
+
+@attrs.frozen
+class PipelineStatistics:
+    """Counters of one pipeline (for tests, tuning and benchmarks)."""
+
+    mode: ExecutionMode
+    stages: int
+    pulled: int
+    """Items read from the source."""
+    delivered: int
+    """Chunks handed to the consumer."""
+    peak_in_flight: int
+    """The most source items ever read but not yet settled (delivered or dropped)."""
+    bound: int | float
+    """The documented upper bound for ``peak_in_flight`` in this configuration."""
+
+
+# --- a stage -------------------------------------------------------------------
+
+
+class _Stage:
+    """One processor's ``process_output_stream`` in the chain. Also the hook's
+    emitter: custom chunks and violations go to ``out`` in order."""
+
+    __slots__ = (
+        "actor",
+        "args",
+        "attempt",
+        "attempt_start",
+        "discarding",
+        "fn",
+        "id",
+        "is_async",
+        "on_error",
+        "out",
+        "parts",
+        "pipeline",
+        "skip_data",
+        "stopped",
+    )
+
+    def __init__(self, actor: ProcessorActor, pipeline: OutputPipeline) -> None:
+        spec = actor.spec
+        hook = spec.hooks[_HOOK]
+        self.actor = actor
+        self.id = spec.id
+        self.fn = hook.fn
+        self.is_async = hook.is_async
+        self.on_error = spec.on_error
+        self.skip_data = not spec.process_data_parts
+        self.pipeline = pipeline
+        self.parts: list[Any] = []
+        self.out: list[Any] | deque[Any] = []
+        self.attempt = 0
+        self.attempt_start = 0
+        self.discarding = False
+        self.stopped = False
+        # One argument object per stage, reused: only ``part`` changes per chunk.
+        self.args = ProcessOutputStreamArgs(
+            processor_id=spec.id,
+            state=actor.state,
+            part=_PLACEHOLDER,
+            stream_parts=self.parts,
+            message_list=pipeline.message_list,
+            retry_count=pipeline.retry_count,
+            request_context=pipeline.request_context,
+            tracing_context=pipeline.tracing_context,
+            abort_signal=pipeline.abort_signal,
+            emitter=self,
+        )
+        self.args.writer = ProcessorStreamWriter(self, spec.id)
+
+    # Emitter protocol -----------------------------------------------------------
+
+    def emit_custom(self, processor_id: str, chunk: Any) -> None:
+        self.out.append(_Custom(chunk))
+
+    def emit_violation(self, violation: ProcessorViolation) -> None:
+        self.out.append(_Violation(self.actor, violation))
+
+    # attempts ---------------------------------------------------------------------
+
+    def new_attempt(self, marker: NewAttempt) -> None:
+        if marker.discard:
+            # SPEC §2.4: stream_parts exclude discarded attempts. A signal this
+            # stage raised in that attempt lost to an earlier one (the run goes
+            # on), so the stage takes part again.
+            del self.parts[self.attempt_start :]
+            self.stopped = False
+        self.attempt += 1
+        self.attempt_start = len(self.parts)
+        self.discarding = False
+        self.args.retry_count = marker.retry_count
+
+    # the hook -----------------------------------------------------------------
+
+    async def apply(self, item: Any) -> Any:
+        """Run the hook on ``item``. Returns the chunk to pass on, ``None`` (drop),
+        a list (several chunks), or ``_STOP`` (the attempt ended here; an ``_End``
+        marker was emitted)."""
+        self.parts.append(item)
+        args = self.args
+        args.part = item
+        try:
+            if self.is_async:
+                actor = self.actor
+                if not actor.take_turn_nowait():
+                    await actor.wait_turn()
+                    actor.take_turn_nowait()
+                try:
+                    result = await self.fn(args)
+                finally:
+                    actor.release_turn()
+            else:
+                result = self.fn(args)
+        except TripWire as tripwire:
+            return self._tripped(tripwire)
+        except Exception as exc:
+            return self._failed(exc, item)
+        except BaseExceptionGroup as group:
+            # A hook that ran its own nursery may raise its abort inside a group.
+            # Cancellation (or anything else) in the group must propagate.
+            tripwires, rest = group.split(TripWire)
+            if rest is not None or tripwires is None:
+                raise
+            return self._tripped(_first_tripwire(tripwires))
+        if result is item or result is None or result.__class__ in _CHUNK_SET:
+            return result
+        if isinstance(result, list | tuple):
+            for sub in result:
+                if sub.__class__ not in _CHUNK_SET:
+                    return self._failed(stream_result_error(self.id, result), item)
+            return list(result)
+        return self._failed(stream_result_error(self.id, result), item)
+
+    def _tripped(self, tripwire: TripWire) -> Any:
+        if tripwire.processor_id is None:
+            # A TripWire raised directly (not via args.abort) is still attributed
+            # to the processor that raised it (Mastra issue table #22).
+            tripwire.processor_id = self.id
+        if tripwire.retry:
+            self.discarding = True
+            self.pipeline._note_retry(self.attempt)
+        else:
+            self.stopped = True
+        self.out.append(_End(self.actor, tripwire=tripwire))
+        return _STOP
+
+    def _failed(self, exc: Exception, item: Any) -> Any:
+        policy = self.on_error
+        if policy == "pass":
+            logger.warning(
+                "processor %r failed in %s; passing the chunk on unchanged "
+                "(on_error='pass'): %r",
+                self.id,
+                _HOOK,
+                exc,
+                exc_info=exc,
+            )
+            return item
+        if policy == "block":
+            tripwire = TripWire(f"{self.id} failed: {exc}", processor_id=self.id)
+            tripwire.__cause__ = exc
+            return self._tripped(tripwire)
+        error = ProcessorError(self.id, _HOOK, exc)
+        error.__cause__ = exc
+        self.stopped = True
+        self.out.append(_End(self.actor, error=error))
+        return _STOP
+
+
+def _first_tripwire(group: BaseExceptionGroup[TripWire]) -> TripWire:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return _first_tripwire(exc)
+        return exc
+    raise AssertionError("empty exception group")  # split() never returns one
+
+
+_CHUNK_SET: Final = frozenset(_CHUNK_CLASSES)
+_PLACEHOLDER: Final = StartChunk()
+
+
+# --- the pipeline --------------------------------------------------------------
+
+
+class OutputPipeline:
+    """One run's output-stream pipeline: an async iterator of the chunks the
+    client sees. Open it with ``open_output_pipeline``.
+
+    After iteration ends, ``outcome`` says how the stream ended; ``statistics()``
+    gives counters. Iterating checkpoints at least every ``checkpoint_every``
+    source items; it does not checkpoint on every chunk.
+    """
+
+    def __init__(
+        self,
+        actors: Sequence[ProcessorActor],
+        source: AsyncIterable[Any],
+        *,
+        run_id: str | None,
+        request_context: RequestContext,
+        message_list: Any,
+        mode: ExecutionMode,
+        link_capacity: int | float,
+        checkpoint_every: int,
+        driver: PipelineDriver | None,
+        tracing_context: TracingContext | None,
+        abort_signal: AbortSignal | None,
+        retry_count: int,
+    ) -> None:
+        self.run_id = run_id
+        self.request_context = request_context
+        self.message_list = message_list
+        self.mode: ExecutionMode = mode
+        self.link_capacity = link_capacity
+        self.checkpoint_every = checkpoint_every
+        self.driver = driver
+        self.tracing_context = tracing_context
+        self.abort_signal = abort_signal
+        self.retry_count = retry_count
+        self.outcome: PipelineOutcome | None = None
+        self._source = source
+        self._iterator: AsyncIterator[Any] | None = None
+        self._stages = [_Stage(a, self) for a in actors if _HOOK in a.spec.hooks]
+        self._buffer: deque[Any] = deque()
+        self._receive: trio.MemoryReceiveChannel[Any] | None = None
+        self._source_done = False
+        self._finished = False
+        # Entry control, shared with the stages (all in one trio thread).
+        self._retry_raised = -1  # the latest attempt in which a retry was raised
+        self._entry_attempt = 0
+        # Statistics.
+        self._pulled = 0
+        self._settled = 0
+        self._peak = 0
+        self._delivered = 0
+        for stage in self._stages:
+            stage.out = self._buffer if mode == "fused" else []
+
+    # control from stages ----------------------------------------------------
+
+    def _note_retry(self, attempt: int) -> None:
+        if attempt > self._retry_raised:
+            self._retry_raised = attempt
+
+    # statistics ---------------------------------------------------------------
+
+    @property
+    def bound(self) -> int | float:
+        """The documented bound on source items read but not settled."""
+        if self.mode == "fused":
+            return 1
+        stages = len(self._stages)
+        if self.link_capacity == math.inf:
+            return math.inf
+        return int((stages + 1) * self.link_capacity + 2 * stages + 2)
+
+    def statistics(self) -> PipelineStatistics:
+        return PipelineStatistics(
+            mode=self.mode,
+            stages=len(self._stages),
+            pulled=self._pulled,
+            delivered=self._delivered,
+            peak_in_flight=self._peak,
+            bound=self.bound,
+        )
+
+    def _pull_count(self) -> None:
+        self._pulled += 1
+        in_flight = self._pulled - self._settled
+        if in_flight > self._peak:
+            self._peak = in_flight
+
+    # entry: what the source gives ------------------------------------------------
+
+    async def _admit(self, item: Any) -> Any:
+        """Decide what to do with a source item before any stage sees it. Returns
+        the item, or None to drop it."""
+        if isinstance(item, _Marker):
+            if item.__class__ is NewAttempt:
+                self._entry_attempt += 1
+                return item
+            if item.__class__ is Barrier:
+                return item
+            raise ConfigurationError(
+                f"the source yielded {item!r}; only chunks, NewAttempt and Barrier "
+                f"may come from a source"
+            )
+        if item.__class__ not in _CHUNK_SET:
+            raise ConfigurationError(
+                f"the source yielded {item!r}, which is not a chunk; expected chunk "
+                f"objects (see procession.chunks; use from_wire for JSON)"
+            )
+        if self._retry_raised >= self._entry_attempt:
+            return None  # after the cut of a retried attempt
+        return item
+
+    async def _recovered(self, chunk: ErrorChunk) -> bool:
+        """Ask the driver whether the attempt that failed with ``chunk`` is
+        recovered. Called only once everything before the error has reached the
+        client end, so the decision is taken in stream position (an earlier
+        tripwire or retry request always wins)."""
+        if self.driver is None:
+            return False
+        if self._retry_raised >= self._entry_attempt or self._finished:
+            return True  # already cut: the error belongs to a discarded attempt
+        if await self.driver.on_error_chunk(chunk):
+            self._note_retry(self._entry_attempt)
+            return True
+        return False
+
+    # fused mode ---------------------------------------------------------------
+
+    async def _fill_fused(self) -> None:
+        """Pull one source item and run it through every stage (in this task)."""
+        assert self._iterator is not None
+        try:
+            item = await self._iterator.__anext__()
+        except StopAsyncIteration:
+            self._source_done = True
+            return
+        self._pull_count()
+        self._settled += 1  # in fused mode an item is settled as it is run
+        if self._pulled % self.checkpoint_every == 0:
+            await trio.lowlevel.checkpoint()
+        item = await self._admit(item)
+        if item is None:
+            return
+        # Held back: processors see an error only once it is terminal. Everything
+        # before it was delivered already (the buffer is empty when we fill).
+        if item.__class__ is ErrorChunk and await self._recovered(item):
+            return
+        if isinstance(item, _Marker):
+            if item.__class__ is NewAttempt:
+                for stage in self._stages:
+                    stage.new_attempt(item)
+            self._buffer.append(item)
+            return
+        await self._chain(0, item)
+
+    async def _chain(self, k: int, item: Any) -> None:
+        stages = self._stages
+        n = len(stages)
+        while k < n:
+            stage = stages[k]
+            if stage.stopped or stage.discarding:
+                return
+            if stage.skip_data and item.__class__ is DataChunk:
+                k += 1
+                continue
+            result = await stage.apply(item)
+            if result is None or result is _STOP:
+                return
+            if result.__class__ is list:
+                for sub in result:
+                    await self._chain(k + 1, sub)
+                return
+            item = result
+            k += 1
+        self._buffer.append(item)
+
+    # actors mode ----------------------------------------------------------------
+
+    async def _reader(self, send: trio.MemorySendChannel[Any]) -> None:
+        assert self._iterator is not None
+        with send:
+            count = 0
+            async for raw in self._iterator:
+                self._pull_count()
+                count += 1
+                item = await self._admit(raw)
+                if item is not None and item.__class__ is ErrorChunk:
+                    # Held back until everything before it reached the client
+                    # end, so the driver decides in stream position.
+                    drained = _DrainBarrier()
+                    await send.send(drained)
+                    await drained.wait()
+                    if await self._recovered(item):
+                        item = None
+                if item is None:
+                    self._settled += 1
+                else:
+                    await send.send(item)
+                if count % self.checkpoint_every == 0:
+                    await trio.lowlevel.checkpoint()
+
+    async def _stage_task(
+        self,
+        stage: _Stage,
+        receive: trio.MemoryReceiveChannel[Any],
+        send: trio.MemorySendChannel[Any],
+    ) -> None:
+        with send, receive:
+            async for message in receive:
+                out: list[Any] = []
+                stage.out = out
+                if message.__class__ is list:
+                    for item in message:
+                        await self._stage_item(stage, item, out)
+                else:
+                    await self._stage_item(stage, message, out)
+                if not out:
+                    self._settled += 1
+                elif len(out) == 1:
+                    await send.send(out[0])
+                else:
+                    await send.send(out)
+
+    async def _stage_item(self, stage: _Stage, item: Any, out: list[Any]) -> None:
+        if isinstance(item, _Marker):
+            cls = item.__class__
+            if cls is NewAttempt:
+                stage.new_attempt(item)  # type: ignore[arg-type]  # checked by cls
+                out.append(item)
+            elif cls is Barrier or cls is _DrainBarrier:
+                out.append(item)
+            elif stage.stopped or stage.discarding:
+                pass  # after this stage's cut: the earliest signal already won
+            elif cls is _End:
+                out.append(item)
+                if item.is_retry:  # type: ignore[attr-defined]  # checked by cls
+                    stage.discarding = True
+                else:
+                    stage.stopped = True
+            else:
+                out.append(item)  # custom chunks and violations from upstream
+            return
+        if stage.stopped or stage.discarding:
+            return
+        if stage.skip_data and item.__class__ is DataChunk:
+            out.append(item)
+            return
+        result = await stage.apply(item)
+        if result is None or result is _STOP:
+            return
+        if result.__class__ is list:
+            out.extend(result)
+        else:
+            out.append(result)
+
+    # the client end ------------------------------------------------------------
+
+    def __aiter__(self) -> OutputPipeline:
+        return self
+
+    async def __anext__(self) -> Any:
+        buffer = self._buffer
+        while True:
+            if buffer:
+                item = buffer.popleft()
+                if (
+                    not buffer
+                    and self.mode == "actors"
+                    and item.__class__ is not _DrainBarrier
+                ):
+                    self._settled += 1
+            elif self._finished:
+                raise StopAsyncIteration
+            else:
+                await self._refill()
+                continue
+            if isinstance(item, _Marker):
+                chunk = await self._client_marker(item)
+                if chunk is None:
+                    continue
+                item = chunk
+            self._delivered += 1
+            return item
+
+    async def _refill(self) -> None:
+        if self.mode == "fused":
+            if self._source_done:
+                self._finish_completed()
+                return
+            await self._fill_fused()
+            return
+        assert self._receive is not None
+        try:
+            message = await self._receive.receive()
+        except trio.EndOfChannel:
+            self._finish_completed()
+            return
+        if message.__class__ is list:
+            self._buffer.extend(message)
+        else:
+            self._buffer.append(message)
+
+    def _finish_completed(self) -> None:
+        self._finished = True
+        if self.outcome is None:
+            self.outcome = PipelineOutcome("completed")
+
+    async def _client_marker(self, item: _Marker) -> Any:
+        """Act on a marker at the client end; return a chunk to deliver, if any."""
+        cls = item.__class__
+        if self._finished:
+            return None
+        if cls is _Custom:
+            return item.chunk  # type: ignore[attr-defined]  # checked by cls
+        if cls is _Violation:
+            await item.actor.notify_violation(item.violation)  # type: ignore[attr-defined]
+            return None
+        if cls is Barrier or cls is _DrainBarrier:
+            item.release()  # type: ignore[attr-defined]  # checked by cls
+            return None
+        if cls is NewAttempt:
+            return None
+        assert isinstance(item, _End)
+        if item.error is not None:
+            self._finish_terminal(PipelineOutcome("error", error=item.error))
+            return ErrorChunk(
+                payload=ErrorPayload(error=item.error), run_id=self.run_id
+            )
+        tripwire = item.tripwire
+        assert tripwire is not None
+        if (
+            tripwire.retry
+            and self.driver is not None
+            and await self.driver.on_retry_request(tripwire)
+        ):
+            return None
+        await item.actor.notify_violation(
+            ProcessorViolation(
+                processor_id=tripwire.processor_id or item.actor.id,
+                message=tripwire.reason,
+                detail=tripwire.metadata,
+                blocking=True,
+            )
+        )
+        self._finish_terminal(PipelineOutcome("tripwire", tripwire=tripwire))
+        return TripwireChunk(
+            payload=TripwirePayload(
+                reason=tripwire.reason,
+                retry=tripwire.retry,
+                metadata=tripwire.metadata,
+                processor_id=tripwire.processor_id,
+            ),
+            run_id=self.run_id,
+        )
+
+    def _finish_terminal(self, outcome: PipelineOutcome) -> None:
+        self.outcome = outcome
+        self._finished = True
+        self._buffer.clear()
+        if self._cancel_scope is not None:
+            # The terminal item is delivered; nothing upstream may run on.
+            self._cancel_scope.cancel()
+
+    _cancel_scope: trio.CancelScope | None = None
+
+
+@asynccontextmanager
+async def open_output_pipeline(
+    processors: Sequence[object] | Sequence[ProcessorActor],
+    source: AsyncIterable[Any],
+    *,
+    run_id: str | None = None,
+    request_context: RequestContext | dict[str, Any] | None = None,
+    message_list: Any = None,
+    mode: ExecutionMode = "fused",
+    link_capacity: int | float = 1,
+    checkpoint_every: int = 64,
+    driver: PipelineDriver | None = None,
+    tracing_context: TracingContext | None = None,
+    abort_signal: AbortSignal | None = None,
+    retry_count: int = 0,
+) -> AsyncIterator[OutputPipeline]:
+    """Run ``source`` through the output processors; yield the client end.
+
+    Args:
+        processors: output processors (any object with ``process_output_stream``
+            becomes a stage; others are ignored here), or the run's actors.
+        source: chunks (plus ``NewAttempt`` / ``Barrier`` markers from a driver).
+        run_id: stamped on the chunks the pipeline itself makes (tripwire, error).
+        request_context: given to every hook.
+        message_list: given to every hook as ``message_list``.
+        mode: ``"fused"`` (default) or ``"actors"``; see the module docstring.
+        link_capacity: buffer size of each link in ``"actors"`` mode (messages).
+        checkpoint_every: the cancellation-latency bound, in source items.
+        driver: decides retries and error recovery; without one, a retry request
+            ends the stream as a tripwire and error chunks pass through.
+
+    Leaving the block cancels every task of the pipeline and closes the source
+    (``aclose()``), whether or not the stream was read to the end.
+    """
+    if mode not in _MODES:
+        raise ConfigurationError(
+            f"mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}"
+        )
+    if isinstance(link_capacity, bool) or not (
+        (isinstance(link_capacity, int) and link_capacity >= 0)
+        or link_capacity == math.inf
+    ):
+        raise ConfigurationError(
+            f"link_capacity must be a non-negative int (or math.inf), got "
+            f"{link_capacity!r}"
+        )
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ConfigurationError(
+            f"checkpoint_every must be a positive int, got {checkpoint_every!r}"
+        )
+    if not isinstance(source, AsyncIterable):
+        raise ConfigurationError(
+            f"source must be an async iterable of chunks, got {source!r}"
+        )
+    actors = _actors(processors)
+    context = (
+        request_context
+        if isinstance(request_context, RequestContext)
+        else RequestContext(request_context or {})
+    )
+    pipeline = OutputPipeline(
+        actors,
+        source,
+        run_id=run_id,
+        request_context=context,
+        message_list=message_list,
+        mode=mode,
+        link_capacity=link_capacity,
+        checkpoint_every=checkpoint_every,
+        driver=driver,
+        tracing_context=tracing_context,
+        abort_signal=abort_signal,
+        retry_count=retry_count,
+    )
+    iterator = source.__aiter__()
+    pipeline._iterator = iterator
+    try:
+        if mode == "fused":
+            yield pipeline
+            return
+        async with trio.open_nursery() as nursery:
+            pipeline._cancel_scope = nursery.cancel_scope
+            send, receive = trio.open_memory_channel[Any](link_capacity)
+            nursery.start_soon(pipeline._reader, send)
+            for stage in pipeline._stages:
+                next_send, next_receive = trio.open_memory_channel[Any](link_capacity)
+                nursery.start_soon(pipeline._stage_task, stage, receive, next_send)
+                receive = next_receive
+            pipeline._receive = receive
+            try:
+                yield pipeline
+            finally:
+                nursery.cancel_scope.cancel()
+                receive.close()
+    finally:
+        if pipeline.outcome is None:
+            pipeline.outcome = PipelineOutcome("cancelled")
+        if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
+            pipeline.abort_signal.set("the output stream was closed early")
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            # Shielded so a cancelled consumer still closes the source (and with it
+            # the provider's HTTP stream), with a deadline so cleanup cannot hang.
+            with trio.CancelScope(shield=True) as scope:
+                scope.relative_deadline = _CLOSE_GRACE_SECONDS
+                await _close(aclose())
+
+
+async def _close(closing: Awaitable[Any]) -> None:
+    try:
+        await closing
+    except Exception:
+        logger.exception("closing the output pipeline's source failed")
+
+
+def _actors(processors: Sequence[object]) -> list[ProcessorActor]:
+    if isinstance(processors, str | bytes) or not isinstance(processors, Sequence):
+        raise ConfigurationError(
+            f"processors must be a list of output processors, got {processors!r}"
+        )
+    if all(isinstance(p, ProcessorActor) for p in processors):
+        return [p for p in processors if isinstance(p, ProcessorActor)]
+    registered = register_processors(output=processors)
+    return [ProcessorActor(spec) for spec in registered.output]

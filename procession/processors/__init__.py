@@ -1,0 +1,180 @@
+"""The processor contract and the data model: the bottom layer.
+
+Everything a processor author needs: ``Processor`` and the hook argument and
+result types, ``TripWire``, messages and ``MessageList``, the prompt form, and the
+error tree. Chunks live in ``procession.chunks``.
+"""
+
+from ._context import AbortSignal as AbortSignal
+from ._context import CollectingEmitter as CollectingEmitter
+from ._context import Emitter as Emitter
+from ._context import ProcessorStreamWriter as ProcessorStreamWriter
+from ._context import ProcessorViolation as ProcessorViolation
+from ._context import RequestContext as RequestContext
+from ._context import TracingContext as TracingContext
+from ._contract import HOOK_NAMES as HOOK_NAMES
+from ._contract import HookArgs as HookArgs
+from ._contract import OnError as OnError
+from ._contract import ProcessAPIErrorArgs as ProcessAPIErrorArgs
+from ._contract import ProcessAPIErrorResult as ProcessAPIErrorResult
+from ._contract import ProcessInputArgs as ProcessInputArgs
+from ._contract import ProcessInputResult as ProcessInputResult
+from ._contract import ProcessInputStepArgs as ProcessInputStepArgs
+from ._contract import ProcessInputStepResult as ProcessInputStepResult
+from ._contract import ProcessLLMRequestArgs as ProcessLLMRequestArgs
+from ._contract import ProcessLLMRequestResult as ProcessLLMRequestResult
+from ._contract import ProcessLLMResponseArgs as ProcessLLMResponseArgs
+from ._contract import Processor as Processor
+from ._contract import ProcessorMessageResult as ProcessorMessageResult
+from ._contract import ProcessOutputResultArgs as ProcessOutputResultArgs
+from ._contract import ProcessOutputStepArgs as ProcessOutputStepArgs
+from ._contract import ProcessOutputStreamArgs as ProcessOutputStreamArgs
+from ._contract import ProcessToolResultArgs as ProcessToolResultArgs
+from ._errors import ConfigurationError as ConfigurationError
+from ._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
+from ._errors import Headers as Headers
+from ._errors import MessageFormatError as MessageFormatError
+from ._errors import MissingFieldError as MissingFieldError
+from ._errors import ProcessionError as ProcessionError
+from ._errors import ProcessorContractError as ProcessorContractError
+from ._errors import ProcessorError as ProcessorError
+from ._errors import ProviderError as ProviderError
+from ._errors import ToolArgumentsError as ToolArgumentsError
+from ._errors import TripWire as TripWire
+from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
+from ._errors import WireFormatError as WireFormatError
+from ._message_list import MessageList as MessageList
+from ._message_list import MessageView as MessageView
+from ._message_list import MessageViews as MessageViews
+from ._message_list import Source as Source
+from ._messages import DataPart as DataPart
+from ._messages import FilePart as FilePart
+from ._messages import Message as Message
+from ._messages import MessageContent as MessageContent
+from ._messages import Part as Part
+from ._messages import ReasoningDetail as ReasoningDetail
+from ._messages import ReasoningPart as ReasoningPart
+from ._messages import Role as Role
+from ._messages import SourceDocumentPart as SourceDocumentPart
+from ._messages import SourceInfo as SourceInfo
+from ._messages import SourcePart as SourcePart
+from ._messages import StepStartPart as StepStartPart
+from ._messages import SystemMessage as SystemMessage
+from ._messages import TextPart as TextPart
+from ._messages import ToolInvocation as ToolInvocation
+from ._messages import ToolInvocationPart as ToolInvocationPart
+from ._messages import ToolInvocationState as ToolInvocationState
+from ._messages import UnknownPart as UnknownPart
+from ._messages import message_text as message_text
+from ._messages import new_message_id as new_message_id
+from ._prompt import Prompt as Prompt
+from ._prompt import PromptAssistantMessage as PromptAssistantMessage
+from ._prompt import PromptFilePart as PromptFilePart
+from ._prompt import PromptMessage as PromptMessage
+from ._prompt import PromptReasoningPart as PromptReasoningPart
+from ._prompt import PromptSystemMessage as PromptSystemMessage
+from ._prompt import PromptTextPart as PromptTextPart
+from ._prompt import PromptToolCallPart as PromptToolCallPart
+from ._prompt import PromptToolMessage as PromptToolMessage
+from ._prompt import PromptToolResultPart as PromptToolResultPart
+from ._prompt import PromptUserMessage as PromptUserMessage
+from ._prompt import to_prompt_messages as to_prompt_messages
+from ._registration import ErrorProcessor as ErrorProcessor
+from ._registration import InputProcessor as InputProcessor
+from ._registration import OutputProcessor as OutputProcessor
+from ._registration import ProcessorSet as ProcessorSet
+from ._registration import ProcessorSpec as ProcessorSpec
+from ._registration import register_processors as register_processors
+from ._results import OutputResult as OutputResult
+from ._results import StepResult as StepResult
+from ._results import ToolCallInfo as ToolCallInfo
+from ._results import ToolResultInfo as ToolResultInfo
+from ._results import TripwireInfo as TripwireInfo
+
+__all__ = [
+    "AbortSignal",
+    "CollectingEmitter",
+    "ConfigurationError",
+    "DataPart",
+    "DuplicateProcessorIdError",
+    "Emitter",
+    "ErrorProcessor",
+    "FilePart",
+    "HOOK_NAMES",
+    "Headers",
+    "HookArgs",
+    "InputProcessor",
+    "Message",
+    "MessageContent",
+    "MessageFormatError",
+    "MessageList",
+    "MessageView",
+    "MessageViews",
+    "MissingFieldError",
+    "OnError",
+    "OutputProcessor",
+    "OutputResult",
+    "Part",
+    "ProcessAPIErrorArgs",
+    "ProcessAPIErrorResult",
+    "ProcessInputArgs",
+    "ProcessInputResult",
+    "ProcessInputStepArgs",
+    "ProcessInputStepResult",
+    "ProcessLLMRequestArgs",
+    "ProcessLLMRequestResult",
+    "ProcessLLMResponseArgs",
+    "ProcessOutputResultArgs",
+    "ProcessOutputStepArgs",
+    "ProcessOutputStreamArgs",
+    "ProcessToolResultArgs",
+    "ProcessionError",
+    "Processor",
+    "ProcessorContractError",
+    "ProcessorError",
+    "ProcessorMessageResult",
+    "ProcessorSet",
+    "ProcessorSpec",
+    "ProcessorStreamWriter",
+    "ProcessorViolation",
+    "Prompt",
+    "PromptAssistantMessage",
+    "PromptFilePart",
+    "PromptMessage",
+    "PromptReasoningPart",
+    "PromptSystemMessage",
+    "PromptTextPart",
+    "PromptToolCallPart",
+    "PromptToolMessage",
+    "PromptToolResultPart",
+    "PromptUserMessage",
+    "ProviderError",
+    "ReasoningDetail",
+    "ReasoningPart",
+    "RequestContext",
+    "Role",
+    "Source",
+    "SourceDocumentPart",
+    "SourceInfo",
+    "SourcePart",
+    "StepResult",
+    "StepStartPart",
+    "SystemMessage",
+    "TextPart",
+    "ToolArgumentsError",
+    "ToolCallInfo",
+    "ToolInvocation",
+    "ToolInvocationPart",
+    "ToolInvocationState",
+    "ToolResultInfo",
+    "TracingContext",
+    "TripWire",
+    "TripwireInfo",
+    "UnknownChunkTypeError",
+    "UnknownPart",
+    "WireFormatError",
+    "message_text",
+    "new_message_id",
+    "register_processors",
+    "to_prompt_messages",
+]

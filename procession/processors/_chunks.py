@@ -1,0 +1,1083 @@
+"""Stream chunks: the values an agent run emits, one frozen attrs class per type.
+
+Every class mirrors one Mastra chunk type (``packages/core/src/stream/types.ts``)
+and carries the Mastra ``type`` string, so both ``match chunk: case
+TextDeltaChunk(...)`` and ``chunk.type == "text-delta"`` work.
+
+Shapes:
+
+* *Envelope* chunks (almost all) hold ``payload`` (a frozen ``<Name>Payload``),
+  ``run_id``, ``from_`` (Mastra ``from``: ``AGENT``, ``USER``, ``SYSTEM``,
+  ``WORKFLOW`` or ``NETWORK``), the optional envelope ``metadata`` and ``extra``.
+* ``ObjectChunk`` / ``ObjectResultChunk`` hold a top-level ``object`` instead of
+  a payload.
+* ``DataChunk`` is a custom ``data-<name>`` chunk: its ``type`` is an instance
+  field, and it has ``data``, ``id`` and ``transient`` but no run id or origin.
+
+Chunks are immutable values: a processor that changes a chunk returns a new one
+(``attrs.evolve``), because earlier stages keep references in ``stream_parts``.
+Every chunk, payload and sub-object keeps the JSON keys this library does not
+model in ``extra``, so a chunk read from Mastra JSON is written back unchanged
+(see ``procession.processors._wire``). Field names are snake_case; the wire
+names are their camelCase forms.
+
+``None`` means "absent": optional fields left at ``None`` are not written to
+the wire (the tripwire payload is the one exception, it always has its four
+keys). ``from_`` may be ``None`` for chunks read from JSON that had no ``from``
+(Mastra's per-chunk output runner emits tripwires without one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeAlias
+
+import attrs
+
+__all__ = [
+    "CHUNK_TYPES",
+    "AbortChunk",
+    "AbortPayload",
+    "Chunk",
+    "ChunkFrom",
+    "DataChunk",
+    "ErrorChunk",
+    "ErrorPayload",
+    "FileChunk",
+    "FilePayload",
+    "FinishChunk",
+    "FinishPayload",
+    "ObjectChunk",
+    "ObjectResultChunk",
+    "RawChunk",
+    "RawPayload",
+    "ReasoningDeltaChunk",
+    "ReasoningDeltaPayload",
+    "ReasoningEndChunk",
+    "ReasoningEndPayload",
+    "ReasoningSignatureChunk",
+    "ReasoningSignaturePayload",
+    "ReasoningStartChunk",
+    "ReasoningStartPayload",
+    "RedactedReasoningChunk",
+    "RedactedReasoningPayload",
+    "ResponseMetadataChunk",
+    "ResponseMetadataPayload",
+    "SourceChunk",
+    "SourcePayload",
+    "StartChunk",
+    "StartPayload",
+    "StepFinishChunk",
+    "StepFinishPayload",
+    "StepOutput",
+    "StepResultInfo",
+    "StepRetryChunk",
+    "StepRetryPayload",
+    "StepStartChunk",
+    "StepStartPayload",
+    "TextDeltaChunk",
+    "TextDeltaPayload",
+    "TextEndChunk",
+    "TextEndPayload",
+    "TextStartChunk",
+    "TextStartPayload",
+    "ToolCallChunk",
+    "ToolCallDeltaChunk",
+    "ToolCallDeltaPayload",
+    "ToolCallInputStreamingEndChunk",
+    "ToolCallInputStreamingEndPayload",
+    "ToolCallInputStreamingStartChunk",
+    "ToolCallInputStreamingStartPayload",
+    "ToolCallPayload",
+    "ToolErrorChunk",
+    "ToolErrorPayload",
+    "ToolOutputChunk",
+    "ToolOutputPayload",
+    "ToolResultChunk",
+    "ToolResultPayload",
+    "TripwireChunk",
+    "TripwirePayload",
+    "Usage",
+    "abort",
+    "data",
+    "error",
+    "finish",
+    "is_data_chunk",
+    "reasoning_delta",
+    "step_finish",
+    "step_start",
+    "text_delta",
+    "text_end",
+    "text_start",
+    "tool_call",
+    "tool_result",
+    "tripwire",
+]
+
+ChunkFrom: TypeAlias = str
+"""Mastra ``ChunkFrom``: ``"AGENT"``, ``"USER"``, ``"SYSTEM"``, ``"WORKFLOW"`` or
+``"NETWORK"``. Kept a plain ``str`` so chunks from newer Mastra versions still read."""
+
+
+# --------------------------------------------------------------------------- #
+# Sub-objects of step-finish / finish payloads
+# --------------------------------------------------------------------------- #
+
+
+@attrs.frozen(kw_only=True)
+class Usage:
+    """Token usage (AI SDK ``LanguageModelUsage``). Counts are ``None`` when the
+    provider did not report them."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    raw: Any = None
+    """The provider's own usage object, unchanged."""
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class StepResultInfo:
+    """``stepResult`` of a step-finish / finish chunk: why the step ended."""
+
+    reason: str
+    """A ``MastraFinishReason``: ``stop``, ``length``, ``content-filter``,
+    ``tool-calls``, ``error``, ``other``, ``unknown``, ``tripwire``, ``retry``, ..."""
+    raw_reason: Any = None
+    is_continued: bool | None = None
+    warnings: Any = None
+    logprobs: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class StepOutput:
+    """``output`` of a step-finish / finish chunk."""
+
+    text: str | None = None
+    tool_calls: Any = None
+    usage: Usage | None = None
+    steps: Any = None
+    object: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+# --------------------------------------------------------------------------- #
+# Payloads
+# --------------------------------------------------------------------------- #
+
+
+@attrs.frozen(kw_only=True)
+class StartPayload:
+    """Payload of ``start`` (the run began). Mastra defines no fields for it."""
+
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class StepStartPayload:
+    """Payload of ``step-start`` (a model call began)."""
+
+    message_id: str | None = None
+    request: Any = None
+    warnings: Any = None
+    started_at: Any = None
+    input_messages: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ResponseMetadataPayload:
+    """Payload of ``response-metadata`` (provider response id, model, time)."""
+
+    id: str | None = None
+    model_id: str | None = None
+    timestamp: Any = None
+    signature: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TextStartPayload:
+    """Payload of ``text-start``: a text block with this ``id`` begins."""
+
+    id: str
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TextDeltaPayload:
+    """Payload of ``text-delta``: the next piece of text of block ``id``."""
+
+    id: str
+    text: str
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TextEndPayload:
+    """Payload of ``text-end``: text block ``id`` is complete."""
+
+    id: str
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningStartPayload:
+    """Payload of ``reasoning-start``."""
+
+    id: str
+    provider_metadata: dict[str, Any] | None = None
+    signature: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningDeltaPayload:
+    """Payload of ``reasoning-delta``: the next piece of reasoning text."""
+
+    id: str
+    text: str
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningEndPayload:
+    """Payload of ``reasoning-end``."""
+
+    id: str
+    provider_metadata: dict[str, Any] | None = None
+    signature: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningSignaturePayload:
+    """Payload of ``reasoning-signature`` (the provider's signature of a
+    reasoning block, required back by Anthropic across tool steps)."""
+
+    id: str
+    signature: str
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RedactedReasoningPayload:
+    """Payload of ``redacted-reasoning`` (opaque, encrypted reasoning)."""
+
+    id: str
+    data: str
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class SourcePayload:
+    """Payload of ``source``: a URL or document the model cited."""
+
+    id: str
+    source_type: str = "url"
+    """``"url"`` or ``"document"``."""
+    title: str | None = None
+    mime_type: str | None = None
+    filename: str | None = None
+    url: str | None = None
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class FilePayload:
+    """Payload of ``file``: a generated file; ``data`` is base64 text or a URL."""
+
+    data: str
+    mime_type: str
+    base64: str | None = None
+    filename: str | None = None
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallInputStreamingStartPayload:
+    """Payload of ``tool-call-input-streaming-start``: the model began streaming
+    a tool call's arguments."""
+
+    tool_call_id: str
+    tool_name: str
+    provider_executed: bool | None = None
+    provider_metadata: dict[str, Any] | None = None
+    dynamic: bool | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallDeltaPayload:
+    """Payload of ``tool-call-delta``: the next piece of argument JSON text."""
+
+    tool_call_id: str
+    args_text_delta: str
+    tool_name: str | None = None
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallInputStreamingEndPayload:
+    """Payload of ``tool-call-input-streaming-end`` (a ``tool-call`` follows)."""
+
+    tool_call_id: str
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallPayload:
+    """Payload of ``tool-call``: the model asks to run ``tool_name`` with ``args``."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    provider_executed: bool | None = None
+    provider_metadata: dict[str, Any] | None = None
+    output: Any = None
+    dynamic: bool | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultPayload:
+    """Payload of ``tool-result``. ``result`` is always written, even when it is
+    ``None`` (a tool may return nothing)."""
+
+    tool_call_id: str
+    tool_name: str
+    result: Any
+    is_error: bool | None = None
+    args: Any = None
+    provider_executed: bool | None = None
+    provider_metadata: dict[str, Any] | None = None
+    dynamic: bool | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolErrorPayload:
+    """Payload of ``tool-error``: the tool raised, or its arguments were invalid
+    (sent back to the model so it can correct itself)."""
+
+    tool_call_id: str
+    tool_name: str
+    error: Any
+    args: Any = None
+    id: str | None = None
+    provider_executed: bool | None = None
+    provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutputPayload:
+    """Payload of ``tool-output``: streamed output of a nested tool or agent."""
+
+    tool_call_id: str
+    output: Any
+    tool_name: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class StepFinishPayload:
+    """Payload of ``step-finish``: a model step ended."""
+
+    step_result: StepResultInfo
+    output: StepOutput = attrs.field(factory=StepOutput)
+    metadata: Any = None
+    message_id: str | None = None
+    total_usage: Usage | None = None
+    response: Any = None
+    provider_metadata: dict[str, Any] | None = None
+    id: str | None = None
+    messages: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class FinishPayload:
+    """Payload of ``finish``: the run ended normally."""
+
+    step_result: StepResultInfo
+    output: StepOutput = attrs.field(factory=StepOutput)
+    metadata: Any = None
+    total_usage: Usage | None = None
+    provider_metadata: dict[str, Any] | None = None
+    messages: Any = None
+    """Mastra's ``{all, user, nonUser}`` message lists, as JSON."""
+    response: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ErrorPayload:
+    """Payload of ``error``. The runtime puts the exception itself in ``error``;
+    read from JSON, it is the JSON value (e.g. ``{"name", "message"}``)."""
+
+    error: Any
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class AbortPayload:
+    """Payload of ``abort`` (the caller cancelled the run): empty."""
+
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RawPayload:
+    """Payload of ``raw``: a provider's raw chunk, kept whole in ``extra``."""
+
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TripwirePayload:
+    """Payload of ``tripwire``: a processor stopped the run (or asked a retry).
+
+    On the wire it always has exactly ``reason``, ``retry``, ``metadata`` and
+    ``processorId`` (``null`` when unset), plus any ``extra`` keys read from JSON.
+    """
+
+    reason: str
+    retry: bool | None = None
+    metadata: Any = None
+    processor_id: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class StepRetryPayload:
+    """Payload of ``step-retry`` (procession's own chunk, SPEC §2.4): the step
+    ``step_number`` is being retried; discard its output seen so far."""
+
+    step_number: int
+    reason: str
+    retry_count: int
+    processor_id: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+# --------------------------------------------------------------------------- #
+# Chunks
+# --------------------------------------------------------------------------- #
+# Each envelope class spells out its fields (rather than inheriting them) so the
+# attrs mypy plugin sees a precise ``payload`` type on every class.
+
+
+@attrs.frozen(kw_only=True)
+class StartChunk:
+    """``start``: the run began."""
+
+    type: ClassVar[str] = "start"
+    payload: StartPayload = attrs.field(factory=StartPayload)
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class StepStartChunk:
+    """``step-start``: a model call (step) began."""
+
+    type: ClassVar[str] = "step-start"
+    payload: StepStartPayload = attrs.field(factory=StepStartPayload)
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ResponseMetadataChunk:
+    """``response-metadata``: the provider's response id, model and time."""
+
+    type: ClassVar[str] = "response-metadata"
+    payload: ResponseMetadataPayload = attrs.field(factory=ResponseMetadataPayload)
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TextStartChunk:
+    """``text-start``: a text block begins."""
+
+    type: ClassVar[str] = "text-start"
+    payload: TextStartPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TextDeltaChunk:
+    """``text-delta``: a piece of the model's text (``chunk.payload.text``)."""
+
+    type: ClassVar[str] = "text-delta"
+    payload: TextDeltaPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TextEndChunk:
+    """``text-end``: a text block is complete."""
+
+    type: ClassVar[str] = "text-end"
+    payload: TextEndPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningStartChunk:
+    """``reasoning-start``: a reasoning block begins."""
+
+    type: ClassVar[str] = "reasoning-start"
+    payload: ReasoningStartPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningDeltaChunk:
+    """``reasoning-delta``: a piece of the model's reasoning text."""
+
+    type: ClassVar[str] = "reasoning-delta"
+    payload: ReasoningDeltaPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningEndChunk:
+    """``reasoning-end``: a reasoning block is complete."""
+
+    type: ClassVar[str] = "reasoning-end"
+    payload: ReasoningEndPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningSignatureChunk:
+    """``reasoning-signature``: the provider's signature of a reasoning block."""
+
+    type: ClassVar[str] = "reasoning-signature"
+    payload: ReasoningSignaturePayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RedactedReasoningChunk:
+    """``redacted-reasoning``: opaque reasoning data."""
+
+    type: ClassVar[str] = "redacted-reasoning"
+    payload: RedactedReasoningPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class SourceChunk:
+    """``source``: a cited source."""
+
+    type: ClassVar[str] = "source"
+    payload: SourcePayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class FileChunk:
+    """``file``: a generated file."""
+
+    type: ClassVar[str] = "file"
+    payload: FilePayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallInputStreamingStartChunk:
+    """``tool-call-input-streaming-start``: a tool call's arguments begin."""
+
+    type: ClassVar[str] = "tool-call-input-streaming-start"
+    payload: ToolCallInputStreamingStartPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallDeltaChunk:
+    """``tool-call-delta``: a piece of a tool call's argument JSON."""
+
+    type: ClassVar[str] = "tool-call-delta"
+    payload: ToolCallDeltaPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallInputStreamingEndChunk:
+    """``tool-call-input-streaming-end``: a tool call's arguments are complete."""
+
+    type: ClassVar[str] = "tool-call-input-streaming-end"
+    payload: ToolCallInputStreamingEndPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallChunk:
+    """``tool-call``: the model calls a tool."""
+
+    type: ClassVar[str] = "tool-call"
+    payload: ToolCallPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultChunk:
+    """``tool-result``: a tool's result."""
+
+    type: ClassVar[str] = "tool-result"
+    payload: ToolResultPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolErrorChunk:
+    """``tool-error``: a tool failed, or its arguments were invalid."""
+
+    type: ClassVar[str] = "tool-error"
+    payload: ToolErrorPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutputChunk:
+    """``tool-output``: streamed output of a nested tool or agent."""
+
+    type: ClassVar[str] = "tool-output"
+    payload: ToolOutputPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class StepFinishChunk:
+    """``step-finish``: a model step ended."""
+
+    type: ClassVar[str] = "step-finish"
+    payload: StepFinishPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class FinishChunk:
+    """``finish``: the run ended normally."""
+
+    type: ClassVar[str] = "finish"
+    payload: FinishPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ErrorChunk:
+    """``error``: the run failed."""
+
+    type: ClassVar[str] = "error"
+    payload: ErrorPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class AbortChunk:
+    """``abort``: the caller cancelled the run (not a tripwire)."""
+
+    type: ClassVar[str] = "abort"
+    payload: AbortPayload = attrs.field(factory=AbortPayload)
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RawChunk:
+    """``raw``: a provider's raw chunk (only with ``include_raw_chunks``)."""
+
+    type: ClassVar[str] = "raw"
+    payload: RawPayload = attrs.field(factory=RawPayload)
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TripwireChunk:
+    """``tripwire``: a processor stopped the run; always the last chunk."""
+
+    type: ClassVar[str] = "tripwire"
+    payload: TripwirePayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class StepRetryChunk:
+    """``step-retry``: the current step is retried; discard its output so far."""
+
+    type: ClassVar[str] = "step-retry"
+    payload: StepRetryPayload
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ObjectChunk:
+    """``object``: a partial structured-output object (top-level, no payload)."""
+
+    type: ClassVar[str] = "object"
+    object: Any
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ObjectResultChunk:
+    """``object-result``: the final structured-output object."""
+
+    type: ClassVar[str] = "object-result"
+    object: Any
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def _check_data_type(_instance: object, _attribute: object, value: Any) -> None:
+    if not isinstance(value, str) or not value.startswith("data-"):
+        raise ValueError(
+            f"a DataChunk's type must be a str starting with 'data-', got {value!r}; "
+            f"use procession.chunks.data('name', ...) to build one"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class DataChunk:
+    """A custom ``data-<name>`` chunk (``writer.custom``). ``transient`` chunks
+    are streamed but not persisted."""
+
+    type: str = attrs.field(validator=_check_data_type)
+    data: Any = None
+    id: str | None = None
+    transient: bool | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+Chunk: TypeAlias = (
+    StartChunk
+    | StepStartChunk
+    | ResponseMetadataChunk
+    | TextStartChunk
+    | TextDeltaChunk
+    | TextEndChunk
+    | ReasoningStartChunk
+    | ReasoningDeltaChunk
+    | ReasoningEndChunk
+    | ReasoningSignatureChunk
+    | RedactedReasoningChunk
+    | SourceChunk
+    | FileChunk
+    | ToolCallInputStreamingStartChunk
+    | ToolCallDeltaChunk
+    | ToolCallInputStreamingEndChunk
+    | ToolCallChunk
+    | ToolResultChunk
+    | ToolErrorChunk
+    | ToolOutputChunk
+    | StepFinishChunk
+    | FinishChunk
+    | ErrorChunk
+    | AbortChunk
+    | RawChunk
+    | TripwireChunk
+    | StepRetryChunk
+    | ObjectChunk
+    | ObjectResultChunk
+    | DataChunk
+)
+"""Any chunk an agent run can produce."""
+
+_FIXED_TYPE_CLASSES: tuple[type[Any], ...] = (
+    StartChunk,
+    StepStartChunk,
+    ResponseMetadataChunk,
+    TextStartChunk,
+    TextDeltaChunk,
+    TextEndChunk,
+    ReasoningStartChunk,
+    ReasoningDeltaChunk,
+    ReasoningEndChunk,
+    ReasoningSignatureChunk,
+    RedactedReasoningChunk,
+    SourceChunk,
+    FileChunk,
+    ToolCallInputStreamingStartChunk,
+    ToolCallDeltaChunk,
+    ToolCallInputStreamingEndChunk,
+    ToolCallChunk,
+    ToolResultChunk,
+    ToolErrorChunk,
+    ToolOutputChunk,
+    StepFinishChunk,
+    FinishChunk,
+    ErrorChunk,
+    AbortChunk,
+    RawChunk,
+    TripwireChunk,
+    StepRetryChunk,
+    ObjectChunk,
+    ObjectResultChunk,
+)
+
+CHUNK_TYPES: Mapping[str, type[Any]] = {cls.type: cls for cls in _FIXED_TYPE_CLASSES}
+"""Mastra ``type`` string -> chunk class, for every fixed type (``data-*``
+chunks are ``DataChunk``, whatever their name)."""
+
+
+def is_data_chunk(chunk: object) -> bool:
+    """Whether ``chunk`` is a custom ``data-*`` chunk."""
+    return isinstance(chunk, DataChunk)
+
+
+# --------------------------------------------------------------------------- #
+# Convenience constructors
+# --------------------------------------------------------------------------- #
+
+
+def text_start(*, id: str = "text-1", run_id: str | None = None) -> TextStartChunk:
+    """A ``text-start`` chunk for text block ``id``."""
+    return TextStartChunk(payload=TextStartPayload(id=id), run_id=run_id)
+
+
+def text_delta(
+    text: str, *, id: str = "text-1", run_id: str | None = None
+) -> TextDeltaChunk:
+    """A ``text-delta`` chunk carrying ``text``."""
+    return TextDeltaChunk(payload=TextDeltaPayload(id=id, text=text), run_id=run_id)
+
+
+def text_end(*, id: str = "text-1", run_id: str | None = None) -> TextEndChunk:
+    """A ``text-end`` chunk for text block ``id``."""
+    return TextEndChunk(payload=TextEndPayload(id=id), run_id=run_id)
+
+
+def reasoning_delta(
+    text: str, *, id: str = "reasoning-1", run_id: str | None = None
+) -> ReasoningDeltaChunk:
+    """A ``reasoning-delta`` chunk carrying ``text``."""
+    return ReasoningDeltaChunk(
+        payload=ReasoningDeltaPayload(id=id, text=text), run_id=run_id
+    )
+
+
+def tool_call(
+    tool_call_id: str,
+    tool_name: str,
+    args: Any = None,
+    *,
+    provider_executed: bool | None = None,
+    run_id: str | None = None,
+) -> ToolCallChunk:
+    """A ``tool-call`` chunk: call ``tool_name`` with ``args``."""
+    return ToolCallChunk(
+        payload=ToolCallPayload(
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            args=args,
+            provider_executed=provider_executed,
+        ),
+        run_id=run_id,
+    )
+
+
+def tool_result(
+    tool_call_id: str,
+    tool_name: str,
+    result: Any,
+    *,
+    args: Any = None,
+    is_error: bool | None = None,
+    run_id: str | None = None,
+) -> ToolResultChunk:
+    """A ``tool-result`` chunk carrying ``result``."""
+    return ToolResultChunk(
+        payload=ToolResultPayload(
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            result=result,
+            args=args,
+            is_error=is_error,
+        ),
+        run_id=run_id,
+    )
+
+
+def step_start(
+    *, message_id: str | None = None, run_id: str | None = None
+) -> StepStartChunk:
+    """A ``step-start`` chunk."""
+    return StepStartChunk(
+        payload=StepStartPayload(message_id=message_id), run_id=run_id
+    )
+
+
+def step_finish(
+    reason: str = "stop",
+    *,
+    text: str | None = None,
+    usage: Usage | None = None,
+    is_continued: bool | None = None,
+    run_id: str | None = None,
+) -> StepFinishChunk:
+    """A ``step-finish`` chunk whose step ended for ``reason``."""
+    return StepFinishChunk(
+        payload=StepFinishPayload(
+            step_result=StepResultInfo(reason=reason, is_continued=is_continued),
+            output=StepOutput(text=text, usage=usage),
+        ),
+        run_id=run_id,
+    )
+
+
+def finish(
+    reason: str = "stop",
+    *,
+    usage: Usage | None = None,
+    run_id: str | None = None,
+) -> FinishChunk:
+    """A ``finish`` chunk: the run ended for ``reason``."""
+    return FinishChunk(
+        payload=FinishPayload(
+            step_result=StepResultInfo(reason=reason),
+            output=StepOutput(usage=usage),
+        ),
+        run_id=run_id,
+    )
+
+
+def tripwire(
+    reason: str,
+    *,
+    retry: bool | None = None,
+    metadata: Any = None,
+    processor_id: str | None = None,
+    run_id: str | None = None,
+) -> TripwireChunk:
+    """A ``tripwire`` chunk: processor ``processor_id`` stopped the run."""
+    return TripwireChunk(
+        payload=TripwirePayload(
+            reason=reason, retry=retry, metadata=metadata, processor_id=processor_id
+        ),
+        run_id=run_id,
+    )
+
+
+def error(err: Any, *, run_id: str | None = None) -> ErrorChunk:
+    """An ``error`` chunk carrying ``err`` (an exception or a JSON value)."""
+    return ErrorChunk(payload=ErrorPayload(error=err), run_id=run_id)
+
+
+def abort(*, run_id: str | None = None) -> AbortChunk:
+    """An ``abort`` chunk (the caller cancelled the run)."""
+    return AbortChunk(run_id=run_id)
+
+
+def data(
+    name_or_type: str,
+    data: Any,
+    *,
+    id: str | None = None,
+    transient: bool | None = None,
+) -> DataChunk:
+    """A custom data chunk. ``name_or_type`` is either the full type
+    (``"data-progress"``) or just the name (``"progress"``)."""
+    type_ = name_or_type if name_or_type.startswith("data-") else f"data-{name_or_type}"
+    return DataChunk(type=type_, data=data, id=id, transient=transient)

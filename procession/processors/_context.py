@@ -1,0 +1,171 @@
+"""Small objects every hook receives: request context, tracing context, the abort
+signal, the stream writer and violations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+import trio
+
+if TYPE_CHECKING:
+    from ._chunks import Chunk
+
+__all__ = [
+    "AbortSignal",
+    "CollectingEmitter",
+    "Emitter",
+    "OnViolation",
+    "ProcessorStreamWriter",
+    "ProcessorViolation",
+    "RequestContext",
+    "TracingContext",
+]
+
+
+class RequestContext(dict[str, Any]):
+    """Request-scoped values (thread id, resource id, user settings...).
+
+    A plain ``dict`` with Mastra's ``get``/``set`` spelling, so the seed's
+    ``request_context.get("blockedWords")`` reads the same in Python.
+    """
+
+    def set(self, key: str, value: Any) -> None:
+        """Store ``value`` under ``key``."""
+        self[key] = value
+
+    @property
+    def thread_id(self) -> str | None:
+        value = self.get("thread_id", self.get("threadId"))
+        return value if isinstance(value, str) else None
+
+    @property
+    def resource_id(self) -> str | None:
+        value = self.get("resource_id", self.get("resourceId"))
+        return value if isinstance(value, str) else None
+
+
+@attrs.frozen(kw_only=True)
+class TracingContext:
+    """Where a hook call sits in a trace (for observability integrations)."""
+
+    trace_id: str | None = None
+    span_id: str | None = None
+    attributes: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+class AbortSignal:
+    """Tells a hook that its run is being cancelled (Mastra's ``abortSignal``).
+
+    Cheap to read (``signal.aborted``); ``await signal.wait()`` parks until the run
+    is cancelled. The runtime sets it; processors only read it.
+    """
+
+    __slots__ = ("_event", "_reason")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._reason: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the run has been cancelled."""
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> str | None:
+        """Why the run was cancelled, once it was."""
+        return self._reason
+
+    async def wait(self) -> None:
+        """Park until the run is cancelled. Checkpoints."""
+        await self._event.wait()
+
+    def set(self, reason: str) -> None:
+        """Mark the run cancelled (runtime use). Idempotent: the first reason stays."""
+        if not self._event.is_set():
+            self._reason = reason
+            self._event.set()
+
+    def __repr__(self) -> str:
+        return f"AbortSignal(aborted={self.aborted!r}, reason={self._reason!r})"
+
+
+@attrs.frozen(kw_only=True)
+class ProcessorViolation:
+    """What ``on_violation`` receives: a policy violation a processor detected,
+    whether it blocked (a tripwire) or only warned (``report_violation``)."""
+
+    processor_id: str
+    message: str
+    detail: Any = None
+    blocking: bool = False
+    """True when the violation is the tripwire that ended (or retried) the run."""
+
+
+class Emitter(Protocol):
+    """Where a hook's side outputs go. The runtime supplies one per hook call
+    site so custom chunks and violations keep their position in the stream."""
+
+    def emit_custom(self, processor_id: str, chunk: Chunk) -> None: ...
+
+    def emit_violation(self, violation: ProcessorViolation) -> None: ...
+
+
+class ProcessorStreamWriter:
+    """``args.writer``: send custom chunks to the client from inside a hook.
+
+    ``await writer.custom({"type": "data-moderation", "data": {...}})`` puts the
+    chunk into the output stream at the position of the chunk being processed
+    (custom chunks do not pass through later processors). A ``data-*`` chunk with
+    ``transient=True`` is streamed but never persisted. Pass ``transient`` as a
+    property of the chunk, as the seed says, not as an argument.
+    """
+
+    __slots__ = ("_emitter", "_processor_id")
+
+    def __init__(self, emitter: Emitter, processor_id: str) -> None:
+        self._emitter = emitter
+        self._processor_id = processor_id
+
+    async def custom(self, chunk: Chunk | Mapping[str, Any]) -> None:
+        """Emit ``chunk`` (a chunk object or its Mastra wire dict). Checkpoints.
+
+        Raises:
+            WireFormatError: a dict that is not a valid chunk.
+        """
+        self.custom_nowait(chunk)
+        await trio.lowlevel.checkpoint()
+
+    def custom_nowait(self, chunk: Chunk | Mapping[str, Any]) -> None:
+        """Like ``custom`` but synchronous, for sync hooks. Never blocks: custom
+        chunks ride in-band with the chunk being processed."""
+        if isinstance(chunk, Mapping):
+            from ._wire import from_wire
+
+            chunk = from_wire(chunk)
+        self._emitter.emit_custom(self._processor_id, chunk)
+
+    def __repr__(self) -> str:
+        return f"ProcessorStreamWriter(processor_id={self._processor_id!r})"
+
+
+class CollectingEmitter:
+    """An ``Emitter`` that keeps what it is given, in order (for hooks outside the
+    stream and for tests)."""
+
+    __slots__ = ("custom", "violations")
+
+    def __init__(self) -> None:
+        self.custom: list[tuple[str, Chunk]] = []
+        self.violations: list[ProcessorViolation] = []
+
+    def emit_custom(self, processor_id: str, chunk: Chunk) -> None:
+        self.custom.append((processor_id, chunk))
+
+    def emit_violation(self, violation: ProcessorViolation) -> None:
+        self.violations.append(violation)
+
+
+OnViolation = Callable[[ProcessorViolation], Any]

@@ -1,0 +1,231 @@
+"""The error tree of procession.
+
+Every error procession raises on purpose derives from ``ProcessionError``; each
+also derives from the builtin it refines, so ``except ValueError`` keeps working::
+
+    ProcessionError
+    ├── ConfigurationError (ValueError)    bad arguments to Agent/generate/stream
+    │   └── DuplicateProcessorIdError      two processors share one id
+    ├── ProcessorContractError (TypeError) a hook returned what the contract forbids
+    ├── MessageFormatError (ValueError)    a message (or its part) is malformed
+    ├── WireFormatError (ValueError)       chunk/message JSON is not Mastra's shape
+    │   ├── MissingFieldError              a required key is absent
+    │   └── UnknownChunkTypeError          the ``type`` is not one we know
+    ├── ToolArgumentsError (ValueError)    tool arguments failed the tool's schema
+    ├── ProcessorError                     a hook raised (``on_error="raise"``)
+    └── ProviderError                      a model provider failed (HTTP, stream)
+
+    TripWire (BaseException)               raised by ``args.abort()``; not an error
+
+``TripWire`` derives from ``BaseException`` (as ``trio.Cancelled`` does) so a
+processor's own ``except Exception:`` cannot swallow its abort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = [
+    "ConfigurationError",
+    "DuplicateProcessorIdError",
+    "Headers",
+    "MessageFormatError",
+    "MissingFieldError",
+    "ProcessionError",
+    "ProcessorContractError",
+    "ProcessorError",
+    "ProviderError",
+    "ToolArgumentsError",
+    "TripWire",
+    "UnknownChunkTypeError",
+    "WireFormatError",
+]
+
+
+class ProcessionError(Exception):
+    """Base class of every error procession raises on purpose."""
+
+
+class ConfigurationError(ProcessionError, ValueError):
+    """An argument to ``Agent``, ``generate`` or ``stream`` is not acceptable.
+
+    Raised at once, before any model call.
+    """
+
+
+class DuplicateProcessorIdError(ConfigurationError):
+    """Two *different* processor instances share one ``id`` within a call."""
+
+    def __init__(self, processor_id: str, first: object, second: object) -> None:
+        super().__init__(
+            f"two different processors share the id {processor_id!r}: {first!r} and "
+            f"{second!r}; give each its own id (the same instance may sit in "
+            f"several lanes)"
+        )
+        self.processor_id = processor_id
+
+
+class ProcessorContractError(ProcessionError, TypeError):
+    """A processor hook returned a value the contract does not allow."""
+
+    def __init__(self, processor_id: str, hook: str, problem: str) -> None:
+        super().__init__(f"processor {processor_id!r}: {hook} {problem}")
+        self.processor_id = processor_id
+        self.hook = hook
+
+
+class MessageFormatError(ProcessionError, ValueError):
+    """A message, or one of its parts, is malformed."""
+
+
+class WireFormatError(ProcessionError, ValueError):
+    """Incoming JSON does not have the shape of a Mastra chunk or message."""
+
+
+class MissingFieldError(WireFormatError):
+    """A required key is absent from a chunk or message JSON object."""
+
+    def __init__(self, what: str, field: str, data: object) -> None:
+        super().__init__(f"{what} is missing the required field {field!r}: {data!r}")
+        self.what = what
+        self.field = field
+
+
+class UnknownChunkTypeError(WireFormatError):
+    """A chunk's ``type`` is not one procession knows."""
+
+    def __init__(self, type_: object, data: object) -> None:
+        super().__init__(
+            f"unknown chunk type {type_!r} in {data!r}; expected one of the Mastra "
+            f"chunk types (e.g. 'text-delta', 'tool-call') or 'data-<name>'"
+        )
+        self.type = type_
+
+
+class ToolArgumentsError(ProcessionError, ValueError):
+    """Tool-call arguments do not match the tool's input schema."""
+
+    def __init__(self, tool_name: str, problem: str) -> None:
+        super().__init__(f"arguments for tool {tool_name!r} are invalid: {problem}")
+        self.tool_name = tool_name
+        self.problem = problem
+
+
+class ProcessorError(ProcessionError):
+    """A processor hook raised a plain exception and its policy is ``"raise"``.
+
+    The original exception is ``__cause__``.
+    """
+
+    def __init__(self, processor_id: str, hook: str, error: BaseException) -> None:
+        super().__init__(f"processor {processor_id!r} failed in {hook}: {error!r}")
+        self.processor_id = processor_id
+        self.hook = hook
+
+
+class Headers(Mapping[str, str]):
+    """A read-only, case-insensitive mapping of HTTP response headers."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, str] | None = None) -> None:
+        self._items: dict[str, tuple[str, str]] = {}
+        for key, value in (items or {}).items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TypeError(
+                    f"header names and values must be str, got {key!r}: {value!r}"
+                )
+            self._items[key.lower()] = (key, value)
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key.lower()][1]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return (original for original, _ in self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Headers({dict(self)!r})"
+
+
+class ProviderError(ProcessionError):
+    """A model provider failed: an HTTP error, an error event in a stream, or a
+    dropped connection.
+
+    Args:
+        message: what went wrong, in words.
+        status_code: the HTTP status, when there was a response.
+        headers: the response headers (read case-insensitively), e.g. Retry-After.
+        body: the provider's error body (an Anthropic error JSON, an OpenAI
+            Responses ``error`` / ``response.failed`` event, ...).
+        is_retryable: whether the provider marks the error retryable (None: unknown).
+        code: a transport code such as ``"ECONNRESET"``, or the provider's error code.
+
+    The original exception, if any, is ``__cause__``. Error processors read these
+    fields through the whole cause chain.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+        is_retryable: bool | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.headers = headers if isinstance(headers, Headers) else Headers(headers)
+        self.body = body
+        self.is_retryable = is_retryable
+        self.code = code
+
+    def __repr__(self) -> str:
+        fields = [repr(self.message)]
+        for name in ("status_code", "is_retryable", "code"):
+            value = getattr(self, name)
+            if value is not None:
+                fields.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(fields)})"
+
+
+class TripWire(BaseException):
+    """Raised by ``args.abort()``: a processor stops the run (or asks for a retry).
+
+    Attributes:
+        reason: why, shown to the client as ``tripwire.payload.reason``.
+        retry: whether the processor asks the agent to retry the step with the
+            reason as feedback (honoured only within the retry budget).
+        metadata: structured data attached to the tripwire chunk, passed unchanged.
+        processor_id: the id of the processor whose ``abort`` fired. The runtime
+            fills it in when a processor raises a ``TripWire`` without one.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        retry: bool = False,
+        metadata: Any = None,
+        processor_id: str | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry = retry
+        self.metadata = metadata
+        self.processor_id = processor_id
+
+    def __repr__(self) -> str:
+        return (
+            f"TripWire({self.reason!r}, retry={self.retry!r}, "
+            f"metadata={self.metadata!r}, processor_id={self.processor_id!r})"
+        )

@@ -1,0 +1,281 @@
+"""Registration: checking processors, lanes and ids, and the typing protocols for
+the seed's ``InputProcessor`` / ``OutputProcessor`` / ``ErrorProcessor``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+import attrs
+
+from ._context import ProcessorViolation
+from ._contract import (
+    HOOK_NAMES,
+    HookFn,
+    OnError,
+    ProcessAPIErrorArgs,
+    ProcessInputArgs,
+    ProcessInputStepArgs,
+    ProcessLLMRequestArgs,
+    ProcessLLMResponseArgs,
+    ProcessOutputResultArgs,
+    ProcessOutputStepArgs,
+    ProcessOutputStreamArgs,
+    ProcessToolResultArgs,
+    is_async_hook,
+)
+from ._errors import ConfigurationError, DuplicateProcessorIdError
+
+__all__ = [
+    "ErrorProcessor",
+    "HookSpec",
+    "InputProcessor",
+    "OutputProcessor",
+    "ProcessorSet",
+    "ProcessorSpec",
+    "register_processors",
+]
+
+logger = logging.getLogger("procession")
+
+_ON_ERROR = ("raise", "pass", "block")
+
+
+# --- typing protocols (one per hook; the seed's aliases are unions of them) -------
+
+
+@runtime_checkable
+class _HasProcessInput(Protocol):
+    id: str
+
+    def process_input(self, args: ProcessInputArgs, /) -> Any: ...
+
+
+@runtime_checkable
+class _HasProcessInputStep(Protocol):
+    id: str
+
+    def process_input_step(self, args: ProcessInputStepArgs, /) -> Any: ...
+
+
+@runtime_checkable
+class _HasProcessLLMRequest(Protocol):
+    id: str
+
+    def process_llm_request(self, args: ProcessLLMRequestArgs, /) -> Any: ...
+
+
+@runtime_checkable
+class _HasProcessLLMResponse(Protocol):
+    id: str
+
+    def process_llm_response(self, args: ProcessLLMResponseArgs, /) -> Any: ...
+
+
+@runtime_checkable
+class _HasProcessOutputStream(Protocol):
+    id: str
+
+    def process_output_stream(self, args: ProcessOutputStreamArgs, /) -> Any: ...
+
+
+@runtime_checkable
+class _HasProcessOutputStep(Protocol):
+    id: str
+
+    def process_output_step(self, args: ProcessOutputStepArgs, /) -> Any: ...
+
+
+@runtime_checkable
+class _HasProcessOutputResult(Protocol):
+    id: str
+
+    def process_output_result(self, args: ProcessOutputResultArgs, /) -> Any: ...
+
+
+@runtime_checkable
+class _HasProcessToolResult(Protocol):
+    id: str
+
+    def process_tool_result(self, args: ProcessToolResultArgs, /) -> Any: ...
+
+
+@runtime_checkable
+class ErrorProcessor(Protocol):
+    """A processor that implements ``process_api_error`` (the seed's
+    ``ErrorProcessor``)."""
+
+    id: str
+
+    def process_api_error(self, args: ProcessAPIErrorArgs, /) -> Any: ...
+
+
+InputProcessor: TypeAlias = (
+    _HasProcessInput
+    | _HasProcessInputStep
+    | _HasProcessLLMRequest
+    | _HasProcessLLMResponse
+)
+"""Implements at least one of ``process_input``, ``process_input_step``,
+``process_llm_request``, ``process_llm_response`` (the seed's ``InputProcessor``)."""
+
+OutputProcessor: TypeAlias = (
+    _HasProcessOutputStream
+    | _HasProcessOutputStep
+    | _HasProcessOutputResult
+    | _HasProcessToolResult
+)
+"""Implements at least one of ``process_output_stream``, ``process_output_step``,
+``process_output_result`` — or ``process_tool_result``, which SPEC §2.12 counts for
+the output lane (the seed's ``RedactToolResult`` has only that hook)."""
+
+
+# --- specs -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class HookSpec:
+    """A processor's hook, resolved once: the bound callable and whether it is
+    async."""
+
+    fn: HookFn
+    is_async: bool
+
+
+@attrs.frozen(eq=False)
+class ProcessorSpec:
+    """A registered processor: its identity, hooks and policies, read once so the
+    hot path never calls ``getattr``."""
+
+    processor: object
+    id: str
+    name: str
+    index: int
+    hooks: dict[str, HookSpec]
+    process_data_parts: bool
+    on_error: OnError
+    on_violation: Callable[[ProcessorViolation], Any] | None
+
+    def hook(self, name: str) -> HookSpec | None:
+        return self.hooks.get(name)
+
+
+@attrs.frozen
+class ProcessorSet:
+    """The processors of one call, by lane, with one spec per processor instance."""
+
+    input: tuple[ProcessorSpec, ...]
+    output: tuple[ProcessorSpec, ...]
+    error: tuple[ProcessorSpec, ...]
+    all: tuple[ProcessorSpec, ...]
+    """Every distinct processor, in merged order (input, output, error lanes)."""
+
+
+def _spec_for(processor: object, index: int) -> ProcessorSpec:
+    ident = getattr(processor, "id", None)
+    if not isinstance(ident, str) or not ident:
+        raise ConfigurationError(
+            f"processor {processor!r} has no id; give it a non-empty string "
+            f"attribute 'id' (e.g. id = 'my-processor')"
+        )
+    hooks: dict[str, HookSpec] = {}
+    for hook in HOOK_NAMES:
+        fn = getattr(processor, hook, None)
+        if fn is None:
+            continue
+        if not callable(fn):
+            raise ConfigurationError(
+                f"processor {ident!r}: {hook} is {fn!r}, which is not callable"
+            )
+        hooks[hook] = HookSpec(fn=fn, is_async=is_async_hook(fn))
+    if not hooks:
+        raise ConfigurationError(
+            f"processor {ident!r} ({processor!r}) implements none of the hooks "
+            f"{', '.join(HOOK_NAMES)}"
+        )
+    on_error: OnError = getattr(processor, "on_error", "raise")
+    if on_error not in _ON_ERROR:
+        raise ConfigurationError(
+            f"processor {ident!r}: on_error is {on_error!r}; expected one of "
+            f"{', '.join(map(repr, _ON_ERROR))}"
+        )
+    on_violation = getattr(processor, "on_violation", None)
+    if on_violation is not None and not callable(on_violation):
+        raise ConfigurationError(
+            f"processor {ident!r}: on_violation is {on_violation!r}, not callable"
+        )
+    name = getattr(processor, "name", None)
+    return ProcessorSpec(
+        processor=processor,
+        id=ident,
+        name=name if isinstance(name, str) and name else ident,
+        index=index,
+        hooks=hooks,
+        process_data_parts=bool(getattr(processor, "process_data_parts", False)),
+        on_error=on_error,
+        on_violation=on_violation,
+    )
+
+
+def register_processors(
+    input: Iterable[object] = (),
+    output: Iterable[object] = (),
+    error: Iterable[object] = (),
+) -> ProcessorSet:
+    """Check the processors of one call and resolve each once (SPEC §2.12).
+
+    * The same instance may sit in several lanes: it gets one spec (one actor, one
+      ``state``).
+    * Two *different* instances with the same ``id`` are a
+      ``DuplicateProcessorIdError``.
+    * A processor with no hook at all is a ``ConfigurationError``; one with none of
+      a lane's usual hooks is accepted (its other hooks still run where they apply).
+    * ``processor_index`` is set on each processor to its position in the merged
+      list (input, output, then error lane; each instance counted once).
+    """
+    lanes: list[Sequence[object]] = []
+    for lane_name, lane in (("input", input), ("output", output), ("error", error)):
+        if isinstance(lane, str | bytes) or not isinstance(lane, Iterable):
+            raise ConfigurationError(
+                f"{lane_name}_processors must be a list of processors, got {lane!r}"
+            )
+        lanes.append(list(lane))
+
+    by_instance: dict[int, ProcessorSpec] = {}
+    by_id: dict[str, ProcessorSpec] = {}
+    merged: list[ProcessorSpec] = []
+    lane_specs: list[tuple[ProcessorSpec, ...]] = []
+    for lane in lanes:
+        specs: list[ProcessorSpec] = []
+        for processor in lane:
+            spec = by_instance.get(id(processor))
+            if spec is None:
+                spec = _spec_for(processor, len(merged))
+                other = by_id.get(spec.id)
+                if other is not None:
+                    raise DuplicateProcessorIdError(spec.id, other.processor, processor)
+                by_instance[id(processor)] = spec
+                by_id[spec.id] = spec
+                merged.append(spec)
+                _set_index(processor, spec.index)
+            if spec in specs:
+                raise ConfigurationError(
+                    f"processor {spec.id!r} appears twice in one lane; list it once"
+                )
+            specs.append(spec)
+        lane_specs.append(tuple(specs))
+    return ProcessorSet(
+        input=lane_specs[0],
+        output=lane_specs[1],
+        error=lane_specs[2],
+        all=tuple(merged),
+    )
+
+
+def _set_index(processor: object, index: int) -> None:
+    try:
+        setattr(processor, "processor_index", index)  # noqa: B010 - any object may be a processor
+    except (AttributeError, TypeError):
+        # A slotted or frozen processor cannot take the attribute; its spec has it.
+        logger.debug("could not set processor_index on %r", processor)

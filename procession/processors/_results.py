@@ -1,0 +1,86 @@
+"""Values that describe what a run produced: steps, tool calls, tripwires."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from ._chunks import Usage
+
+__all__ = [
+    "OutputResult",
+    "StepResult",
+    "ToolCallInfo",
+    "ToolResultInfo",
+    "TripwireInfo",
+]
+
+
+@attrs.frozen(kw_only=True)
+class TripwireInfo:
+    """A tripwire as the client sees it (``result.tripwire``, a step's tripwire)."""
+
+    reason: str
+    retry: bool = False
+    metadata: Any = None
+    processor_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallInfo:
+    """A tool call the model made in a step."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    provider_executed: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultInfo:
+    """The outcome of a tool call: its result, or its error (``is_error``)."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    result: Any = None
+    is_error: bool = False
+    provider_executed: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StepResult:
+    """One model step of a run (``steps`` in hook args and in the result).
+
+    A step rejected by a tripwire (including one that was retried) has its
+    ``tripwire`` set and its ``text`` empty, as in Mastra.
+    """
+
+    step_number: int
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: Sequence[ToolCallInfo] = ()
+    tool_results: Sequence[ToolResultInfo] = ()
+    finish_reason: str = "unknown"
+    usage: Usage | None = None
+    tripwire: TripwireInfo | None = None
+    warnings: Sequence[Any] = ()
+    provider_metadata: Any = None
+    sources: Sequence[Any] = ()
+    files: Sequence[Any] = ()
+    request: Any = None
+    response: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class OutputResult:
+    """``process_output_result``'s ``result``: the run's text, usage, finish reason
+    and steps."""
+
+    text: str = ""
+    usage: Usage | None = None
+    finish_reason: str = "unknown"
+    steps: Sequence[StepResult] = ()

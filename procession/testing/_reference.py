@@ -1,0 +1,297 @@
+"""The sequential reference runner: the executable meaning of SPEC §2.10.
+
+``run_sequential`` applies output processors to a chunk stream one chunk at a
+time, in one task, as plainly as possible: a fresh argument object per call, each
+chunk carried through the rest of the chain before the next one starts, every
+side output (custom chunk, violation, tripwire) acted on the moment it happens.
+Every execution mode of ``procession.actors.open_output_pipeline`` must give the
+client exactly what this gives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterable, Callable, Sequence
+from typing import Any
+
+import attrs
+
+from ..actors import Barrier, NewAttempt, PipelineDriver, PipelineOutcome
+from ..processors._chunks import (
+    DataChunk,
+    ErrorChunk,
+    ErrorPayload,
+    TripwireChunk,
+    TripwirePayload,
+)
+from ..processors._context import (
+    ProcessorStreamWriter,
+    ProcessorViolation,
+    RequestContext,
+)
+from ..processors._contract import (
+    ProcessOutputStreamArgs,
+    call_hook,
+    stream_result_error,
+)
+from ..processors._errors import ProcessorError, TripWire
+from ..processors._registration import ProcessorSpec, register_processors
+
+__all__ = ["SequentialRun", "run_sequential"]
+
+logger = logging.getLogger("procession")
+
+
+@attrs.frozen
+class SequentialRun:
+    """What the client saw: the chunks, in order, and how the stream ended."""
+
+    chunks: list[Any]
+    outcome: PipelineOutcome
+
+
+class _End(Exception):
+    """Internal: the attempt (or the run) ended inside the chain."""
+
+    def __init__(
+        self,
+        tripwire: TripWire | None,
+        error: BaseException | None,
+        spec: ProcessorSpec,
+    ) -> None:
+        self.tripwire = tripwire
+        self.error = error
+        self.spec = spec
+
+
+class _Sink:
+    def __init__(self, run: _Run, spec: ProcessorSpec) -> None:
+        self.run = run
+        self.spec = spec
+
+    def emit_custom(self, processor_id: str, chunk: Any) -> None:
+        self.run.out.append(chunk)
+
+    def emit_violation(self, violation: ProcessorViolation) -> None:
+        self.run.out.append(_ViolationEvent(self.spec, violation))
+
+
+class _ViolationEvent:
+    """A violation at its place among the chunks; ``on_violation`` is awaited
+    when delivery reaches it, as the client end of the pipeline does."""
+
+    def __init__(self, spec: ProcessorSpec, violation: ProcessorViolation) -> None:
+        self.spec = spec
+        self.violation = violation
+
+
+class _Run:
+    def __init__(
+        self,
+        specs: Sequence[ProcessorSpec],
+        *,
+        run_id: str | None,
+        request_context: RequestContext,
+        message_list: Any,
+    ) -> None:
+        self.specs = specs
+        self.run_id = run_id
+        self.request_context = request_context
+        self.message_list = message_list
+        self.out: list[Any] = []  # chunks and _ViolationEvents, in delivery order
+        self.state: dict[str, dict[str, Any]] = {s.id: {} for s in specs}
+        self.parts: dict[str, list[Any]] = {s.id: [] for s in specs}
+        self.attempt_start: dict[str, int] = {s.id: 0 for s in specs}
+        self.retry_count = 0
+
+    async def chain(self, k: int, chunk: Any) -> None:
+        """Carry ``chunk`` through processors k.. and into ``out``."""
+        if k == len(self.specs):
+            self.out.append(chunk)
+            return
+        spec = self.specs[k]
+        if isinstance(chunk, DataChunk) and not spec.process_data_parts:
+            await self.chain(k + 1, chunk)
+            return
+        self.parts[spec.id].append(chunk)
+        hook = spec.hooks["process_output_stream"]
+        args = ProcessOutputStreamArgs(
+            processor_id=spec.id,
+            state=self.state[spec.id],
+            part=chunk,
+            stream_parts=self.parts[spec.id],
+            message_list=self.message_list,
+            retry_count=self.retry_count,
+            request_context=self.request_context,
+            emitter=_Sink(self, spec),
+        )
+        args.writer = ProcessorStreamWriter(_Sink(self, spec), spec.id)
+        try:
+            result = await call_hook(hook.fn, hook.is_async, args)
+        except TripWire as tripwire:
+            raise self._tripped(spec, tripwire) from None
+        except BaseExceptionGroup as group:
+            tripwires, rest = group.split(TripWire)
+            if rest is not None or tripwires is None:
+                raise
+            first: BaseException = tripwires
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            assert isinstance(first, TripWire)
+            raise self._tripped(spec, first) from None
+        except Exception as exc:
+            result = self._failed(spec, exc, chunk)
+        else:
+            if not _valid(result):
+                result = self._failed(spec, stream_result_error(spec.id, result), chunk)
+        if result is None:
+            return
+        for sub in result if isinstance(result, list | tuple) else [result]:
+            await self.chain(k + 1, sub)
+
+    def _tripped(self, spec: ProcessorSpec, tripwire: TripWire) -> _End:
+        if tripwire.processor_id is None:
+            tripwire.processor_id = spec.id
+        return _End(tripwire, None, spec)
+
+    def _failed(self, spec: ProcessorSpec, exc: Exception, chunk: Any) -> Any:
+        if spec.on_error == "pass":
+            logger.warning("processor %r failed; passing the chunk on", spec.id)
+            return chunk
+        if spec.on_error == "block":
+            tripwire = TripWire(f"{spec.id} failed: {exc}", processor_id=spec.id)
+            raise _End(tripwire, None, spec)
+        raise _End(None, ProcessorError(spec.id, "process_output_stream", exc), spec)
+
+
+def _valid(result: Any) -> bool:
+    from ..actors._pipeline import _CHUNK_SET
+
+    if result is None or result.__class__ in _CHUNK_SET:
+        return True
+    return isinstance(result, list | tuple) and all(
+        sub.__class__ in _CHUNK_SET for sub in result
+    )
+
+
+async def _notify(spec: ProcessorSpec, violation: ProcessorViolation) -> None:
+    if spec.on_violation is None:
+        return
+    try:
+        result = spec.on_violation(violation)
+        if hasattr(result, "__await__"):
+            await result
+    except Exception:
+        logger.exception("on_violation of processor %r failed", spec.id)
+
+
+async def run_sequential(
+    processors: Sequence[object],
+    source: AsyncIterable[Any],
+    *,
+    run_id: str | None = None,
+    request_context: RequestContext | dict[str, Any] | None = None,
+    message_list: Any = None,
+    driver: PipelineDriver | None = None,
+    on_chunk: Callable[[Any], object] | None = None,
+) -> SequentialRun:
+    """Run ``source`` through ``processors`` one chunk at a time; return what the
+    client sees. The same driver protocol as ``open_output_pipeline`` applies.
+
+    ``on_violation`` callbacks are awaited, and ``on_chunk`` is called for each
+    delivered chunk, in one final pass in delivery order, so a test can log both
+    into one list and compare the interleaving with a pipeline's.
+    """
+    specs = [
+        spec
+        for spec in register_processors(output=processors).output
+        if "process_output_stream" in spec.hooks
+    ]
+    context = (
+        request_context
+        if isinstance(request_context, RequestContext)
+        else RequestContext(request_context or {})
+    )
+    run = _Run(specs, run_id=run_id, request_context=context, message_list=message_list)
+    outcome = PipelineOutcome("completed")
+    discarding = False
+    iterator = source.__aiter__()
+    try:
+        async for item in iterator:
+            if isinstance(item, NewAttempt):
+                if item.discard:
+                    for spec in specs:
+                        del run.parts[spec.id][run.attempt_start[spec.id] :]
+                for spec in specs:
+                    run.attempt_start[spec.id] = len(run.parts[spec.id])
+                run.retry_count = item.retry_count
+                discarding = False
+                continue
+            if isinstance(item, Barrier):
+                item.release()
+                continue
+            if discarding:
+                continue
+            if (
+                isinstance(item, ErrorChunk)
+                and driver is not None
+                and await driver.on_error_chunk(item)
+            ):
+                discarding = True
+                continue
+            try:
+                await run.chain(0, item)
+            except _End as end:
+                if end.error is not None:
+                    run.out.append(
+                        ErrorChunk(payload=ErrorPayload(error=end.error), run_id=run_id)
+                    )
+                    outcome = PipelineOutcome("error", error=end.error)
+                    break
+                tripwire = end.tripwire
+                assert tripwire is not None
+                if (
+                    tripwire.retry
+                    and driver is not None
+                    and await driver.on_retry_request(tripwire)
+                ):
+                    discarding = True
+                    continue
+                run.out.append(
+                    _ViolationEvent(
+                        end.spec,
+                        ProcessorViolation(
+                            processor_id=tripwire.processor_id or end.spec.id,
+                            message=tripwire.reason,
+                            detail=tripwire.metadata,
+                            blocking=True,
+                        ),
+                    )
+                )
+                run.out.append(
+                    TripwireChunk(
+                        payload=TripwirePayload(
+                            reason=tripwire.reason,
+                            retry=tripwire.retry,
+                            metadata=tripwire.metadata,
+                            processor_id=tripwire.processor_id,
+                        ),
+                        run_id=run_id,
+                    )
+                )
+                outcome = PipelineOutcome("tripwire", tripwire=tripwire)
+                break
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    # Delivery: chunks to the client, violations to on_violation, in order.
+    chunks: list[Any] = []
+    for event in run.out:
+        if isinstance(event, _ViolationEvent):
+            await _notify(event.spec, event.violation)
+        else:
+            chunks.append(event)
+            if on_chunk is not None:
+                on_chunk(event)
+    return SequentialRun(chunks=chunks, outcome=outcome)
