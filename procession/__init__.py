@@ -17,8 +17,14 @@ from procession.processors import RequestContext as RequestContext
 from procession.processors import SystemMessage as SystemMessage
 from procession.processors import TripWire as TripWire
 from procession.processors import message_text as message_text
+from procession.runtime import Agent as Agent
+from procession.runtime import AgentResult as AgentResult
+from procession.runtime import Tool as Tool
+from procession.runtime import tool as tool
 
 __all__ = [
+    "Agent",
+    "AgentResult",
     "ConfigurationError",
     "Message",
     "MessageList",
@@ -28,6 +34,8 @@ __all__ = [
     "ProviderError",
     "RequestContext",
     "SystemMessage",
+    "Tool",
     "TripWire",
     "message_text",
+    "tool",
 ]

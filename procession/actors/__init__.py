@@ -3,6 +3,8 @@
 from ._actor import ProcessorActor as ProcessorActor
 from ._actor import actors_for as actors_for
 from ._pipeline import Barrier as Barrier
+from ._pipeline import Deliver as Deliver
+from ._pipeline import EndRun as EndRun
 from ._pipeline import ExecutionMode as ExecutionMode
 from ._pipeline import NewAttempt as NewAttempt
 from ._pipeline import OutputPipeline as OutputPipeline
@@ -13,6 +15,8 @@ from ._pipeline import open_output_pipeline as open_output_pipeline
 
 __all__ = [
     "Barrier",
+    "Deliver",
+    "EndRun",
     "ExecutionMode",
     "NewAttempt",
     "OutputPipeline",

@@ -43,39 +43,44 @@ class ProcessorActor:
 
     async def call(self, hook: str, args: HookArgs) -> Any:
         """Run ``hook`` with ``args`` once no other hook of this processor is
-        running. Checkpoints if it has to wait or if the hook does.
+        running; callers are served in the order they asked. Checkpoints if it has
+        to wait or if the hook does.
 
         Raises whatever the hook raises (``TripWire`` included); the caller applies
         the processor's failure policy.
         """
         spec = self.spec.hooks[hook]
-        if not spec.is_async:
-            if self._busy:
-                await self.wait_turn()
-            return await call_hook(spec.fn, spec.is_async, args)
-        await self.wait_turn()
-        self._busy = True
+        if not self.take_turn_nowait():
+            await self.acquire()
         try:
-            return await spec.fn(args)
+            return await call_hook(spec.fn, spec.is_async, args)
         finally:
             self.release_turn()
 
-    async def wait_turn(self) -> None:
-        """Park until no async hook of this processor is running."""
-        while self._busy:
-            await self._idle.park()
-
-    def release_turn(self) -> None:
-        self._busy = False
-        if self._idle:
-            self._idle.unpark_all()
-
     def take_turn_nowait(self) -> bool:
-        """Take the turn if it is free (the per-chunk fast path)."""
-        if self._busy:
+        """Take the turn if it is free and nobody is waiting for it (the
+        per-chunk fast path: two attribute reads and a write)."""
+        if self._busy or self._idle:
             return False
         self._busy = True
         return True
+
+    async def acquire(self) -> None:
+        """Wait for the turn, first come first served. Checkpoints."""
+        if self.take_turn_nowait():
+            await trio.lowlevel.checkpoint()
+            return
+        # release_turn hands the turn straight to the longest waiter, so nobody
+        # can take it in between (a busy stream stage would otherwise starve a
+        # coordinator hook).
+        await self._idle.park()
+
+    def release_turn(self) -> None:
+        """Give the turn to the longest waiter, or free it."""
+        if self._idle:
+            self._idle.unpark()
+        else:
+            self._busy = False
 
     async def notify_violation(self, violation: Any) -> None:
         """Await ``on_violation`` with ``violation``; its errors are logged and

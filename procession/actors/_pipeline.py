@@ -42,11 +42,18 @@ if not (or there is no driver), it ends the stream as a tripwire.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Iterator,
+    Sequence,
+)
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
 import attrs
@@ -79,6 +86,8 @@ from ._actor import ProcessorActor
 
 __all__ = [
     "Barrier",
+    "Deliver",
+    "EndRun",
     "ExecutionMode",
     "NewAttempt",
     "OutputPipeline",
@@ -158,11 +167,36 @@ class _DrainBarrier(Barrier):
     __slots__ = ()
 
 
-class _Custom(_Marker):
+class Deliver(_Marker):
+    """A chunk that goes to the client as-is, past every processor, at its
+    position: what ``writer.custom`` produces. A driver's source may yield one
+    (custom chunks written by hooks that run outside the stream)."""
+
     __slots__ = ("chunk",)
 
     def __init__(self, chunk: Any) -> None:
         self.chunk = chunk
+
+    def __repr__(self) -> str:
+        return f"Deliver({self.chunk!r})"
+
+
+_Custom = Deliver
+
+
+class EndRun(_Marker):
+    """Yielded by a driver's source to end the run with a tripwire raised outside
+    the stream (an input hook, a tool-result hook, ...). The client end delivers
+    the ``tripwire`` chunk and the stream ends. The driver awaits the processor's
+    ``on_violation`` itself, before yielding this."""
+
+    __slots__ = ("tripwire",)
+
+    def __init__(self, tripwire: TripWire) -> None:
+        self.tripwire = tripwire
+
+    def __repr__(self) -> str:
+        return f"EndRun({self.tripwire!r})"
 
 
 class _Violation(_Marker):
@@ -193,6 +227,18 @@ class _End(_Marker):
         return self.tripwire is not None and self.tripwire.retry
 
 
+class _Raise(_Marker):
+    """The source (or the check of what it gave) raised, in ``"actors"`` mode:
+    re-raised at the client end, in position, as fused mode raises it from the
+    consumer's ``async for``. Never discarded."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+_SOURCE_MARKERS: Final = frozenset({NewAttempt, Barrier, Deliver, EndRun})
 _STOP: Final = object()
 _CLOSE_GRACE_SECONDS: Final = 5.0  # a stage ended its attempt on this item
 
@@ -330,18 +376,23 @@ class _Stage:
         self.parts.append(item)
         args = self.args
         args.part = item
+        actor = self.actor
+        if not actor.take_turn_nowait():
+            await actor.acquire()  # another hook of this processor is running
         try:
             if self.is_async:
-                actor = self.actor
-                if not actor.take_turn_nowait():
-                    await actor.wait_turn()
-                    actor.take_turn_nowait()
-                try:
-                    result = await self.fn(args)
-                finally:
-                    actor.release_turn()
+                result = await self.fn(args)
             else:
                 result = self.fn(args)
+                if (
+                    result is not item
+                    and result is not None
+                    and result.__class__ not in _CHUNK_SET
+                    and inspect.isawaitable(result)
+                ):
+                    # A sync def that returns an awaitable (a lambda around a
+                    # coroutine function, say): the contract awaits it.
+                    result = await result
         except TripWire as tripwire:
             return self._tripped(tripwire)
         except Exception as exc:
@@ -353,6 +404,8 @@ class _Stage:
             if rest is not None or tripwires is None:
                 raise
             return self._tripped(_first_tripwire(tripwires))
+        finally:
+            actor.release_turn()
         if result is item or result is None or result.__class__ in _CHUNK_SET:
             return result
         if isinstance(result, list | tuple):
@@ -510,11 +563,11 @@ class OutputPipeline:
             if item.__class__ is NewAttempt:
                 self._entry_attempt += 1
                 return item
-            if item.__class__ is Barrier:
+            if item.__class__ in _SOURCE_MARKERS:
                 return item
             raise ConfigurationError(
-                f"the source yielded {item!r}; only chunks, NewAttempt and Barrier "
-                f"may come from a source"
+                f"the source yielded {item!r}; only chunks and the markers "
+                f"NewAttempt, Barrier, Deliver and EndRun may come from a source"
             )
         if item.__class__ not in _CHUNK_SET:
             raise ConfigurationError(
@@ -591,28 +644,51 @@ class OutputPipeline:
 
     # actors mode ----------------------------------------------------------------
 
+    async def _supervise(
+        self, *, task_status: trio.TaskStatus[trio.MemoryReceiveChannel[Any]]
+    ) -> None:
+        """The actors-mode supervisor: owns the reader and stage tasks in a nursery
+        of its own, so a terminal event cancels them and never the consumer's
+        code (which runs in the enclosing block)."""
+        with _unwrapping_a_lone_exception():
+            async with trio.open_nursery() as nursery:
+                self._cancel_scope = nursery.cancel_scope
+                capacity = self.link_capacity
+                send, receive = trio.open_memory_channel[Any](capacity)
+                nursery.start_soon(self._reader, send)
+                for stage in self._stages:
+                    next_send, next_receive = trio.open_memory_channel[Any](capacity)
+                    nursery.start_soon(self._stage_task, stage, receive, next_send)
+                    receive = next_receive
+                task_status.started(receive)
+
     async def _reader(self, send: trio.MemorySendChannel[Any]) -> None:
         assert self._iterator is not None
         with send:
-            count = 0
-            async for raw in self._iterator:
-                self._pull_count()
-                count += 1
-                item = await self._admit(raw)
-                if item is not None and item.__class__ is ErrorChunk:
-                    # Held back until everything before it reached the client
-                    # end, so the driver decides in stream position.
-                    drained = _DrainBarrier()
-                    await send.send(drained)
-                    await drained.wait()
-                    if await self._recovered(item):
-                        item = None
-                if item is None:
-                    self._settled += 1
-                else:
-                    await send.send(item)
-                if count % self.checkpoint_every == 0:
-                    await trio.lowlevel.checkpoint()
+            try:
+                count = 0
+                async for raw in self._iterator:
+                    self._pull_count()
+                    count += 1
+                    item = await self._admit(raw)
+                    if item is not None and item.__class__ is ErrorChunk:
+                        # Held back until everything before it reached the client
+                        # end, so the driver decides in stream position.
+                        drained = _DrainBarrier()
+                        await send.send(drained)
+                        await drained.wait()
+                        if await self._recovered(item):
+                            item = None
+                    if item is None:
+                        self._settled += 1
+                    else:
+                        await send.send(item)
+                    if count % self.checkpoint_every == 0:
+                        await trio.lowlevel.checkpoint()
+            except Exception as exc:
+                # In-band, like everything else: what was read before the
+                # failure reaches the client first, as in fused mode.
+                await send.send(_Raise(exc))
 
     async def _stage_task(
         self,
@@ -642,8 +718,10 @@ class OutputPipeline:
             if cls is NewAttempt:
                 stage.new_attempt(item)  # type: ignore[arg-type]  # checked by cls
                 out.append(item)
-            elif cls is Barrier or cls is _DrainBarrier:
-                out.append(item)
+            elif (
+                cls is Barrier or cls is _DrainBarrier or cls is EndRun or cls is _Raise
+            ):
+                out.append(item)  # never discarded
             elif stage.stopped or stage.discarding:
                 pass  # after this stage's cut: the earliest signal already won
             elif cls is _End:
@@ -735,6 +813,12 @@ class OutputPipeline:
             return None
         if cls is NewAttempt:
             return None
+        if cls is _Raise:
+            raise item.error  # type: ignore[attr-defined]  # checked by cls
+        if cls is EndRun:
+            tripwire = item.tripwire  # type: ignore[attr-defined]  # checked by cls
+            self._finish_terminal(PipelineOutcome("tripwire", tripwire=tripwire))
+            return self._tripwire_chunk(tripwire)
         assert isinstance(item, _End)
         if item.error is not None:
             self._finish_terminal(PipelineOutcome("error", error=item.error))
@@ -758,6 +842,9 @@ class OutputPipeline:
             )
         )
         self._finish_terminal(PipelineOutcome("tripwire", tripwire=tripwire))
+        return self._tripwire_chunk(tripwire)
+
+    def _tripwire_chunk(self, tripwire: TripWire) -> TripwireChunk:
         return TripwireChunk(
             payload=TripwirePayload(
                 reason=tripwire.reason,
@@ -859,20 +946,16 @@ async def open_output_pipeline(
         if mode == "fused":
             yield pipeline
             return
-        async with trio.open_nursery() as nursery:
-            pipeline._cancel_scope = nursery.cancel_scope
-            send, receive = trio.open_memory_channel[Any](link_capacity)
-            nursery.start_soon(pipeline._reader, send)
-            for stage in pipeline._stages:
-                next_send, next_receive = trio.open_memory_channel[Any](link_capacity)
-                nursery.start_soon(pipeline._stage_task, stage, receive, next_send)
-                receive = next_receive
-            pipeline._receive = receive
-            try:
-                yield pipeline
-            finally:
-                nursery.cancel_scope.cancel()
-                receive.close()
+        with _unwrapping_a_lone_exception():
+            async with trio.open_nursery() as nursery:
+                receive = await nursery.start(pipeline._supervise)
+                pipeline._receive = receive
+                try:
+                    yield pipeline
+                finally:
+                    assert pipeline._cancel_scope is not None
+                    pipeline._cancel_scope.cancel()
+                    receive.close()
     finally:
         if pipeline.outcome is None:
             pipeline.outcome = PipelineOutcome("cancelled")
@@ -885,6 +968,30 @@ async def open_output_pipeline(
             with trio.CancelScope(shield=True) as scope:
                 scope.relative_deadline = _CLOSE_GRACE_SECONDS
                 await _close(aclose())
+
+
+@contextmanager
+def _unwrapping_a_lone_exception() -> Iterator[None]:
+    """Around one of our nurseries: a group holding a single exception (the
+    user's own, from the block; the source's, from the reader task; a supervisor
+    task's, already unwrapped) comes out as that exception, as in fused mode,
+    never inside an ExceptionGroup of our making (SPEC §2.7). Groups of several
+    (e.g. ``Cancelled`` from an outer scope, in every task) are left alone."""
+    escaped: BaseException | None = None
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        escaped = group.exceptions[0]
+    if escaped is not None:
+        # Raising it here would make whatever is being handled its __context__
+        # (the group, or the Cancelled that ended the block); keep its own.
+        context = escaped.__context__
+        try:
+            raise escaped
+        finally:
+            escaped.__context__ = context
 
 
 async def _close(closing: Awaitable[Any]) -> None:

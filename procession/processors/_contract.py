@@ -413,13 +413,15 @@ def _dict_keys(
 
 
 def read_input_step_result(
-    value: object, processor_id: str
+    value: object, processor_id: str, *, message_list: MessageList | None = None
 ) -> ProcessInputStepResult | list[Message] | MessageList | None:
     """Normalise what ``process_input_step`` returned.
 
     Accepts ``None``, a ``ProcessInputStepResult``, a dict with its fields (snake or
     camelCase), a list of messages, or a ``MessageList``. Anything else is a
-    ``ProcessorContractError`` naming the processor.
+    ``ProcessorContractError`` naming the processor. Given the ``message_list``
+    the hook received, returning a different ``MessageList`` (bare or as the
+    result's ``message_list``) is an error too (seed).
     """
     from ._message_list import MessageList
 
@@ -448,6 +450,20 @@ def read_input_step_result(
             processor_id,
             hook,
             "returned both messages and message_list; return one of them",
+        )
+    returned = (
+        result.message_list if isinstance(result, ProcessInputStepResult) else result
+    )
+    if (
+        message_list is not None
+        and returned is not None
+        and returned is not message_list
+    ):
+        raise ProcessorContractError(
+            processor_id,
+            hook,
+            "returned a different MessageList; modify the message_list passed in "
+            "and return it (or nothing)",
         )
     return result
 

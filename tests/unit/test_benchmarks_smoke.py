@@ -1,0 +1,57 @@
+"""The throughput benchmark still runs (with tiny sizes), so it cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+from types import ModuleType
+
+import pytest
+
+SCRIPT = (
+    pathlib.Path(__file__).resolve().parents[2]
+    / "benchmarks"
+    / "pipeline_throughput.py"
+)
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pipeline_throughput", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+def test_the_quick_run_measures_every_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = load_script().main(["--quick"])
+    configurations = {(r.mode, r.hooks, r.link_capacity, r.stages) for r in rows}
+    assert configurations == {
+        ("baseline", "sync", None, 5),
+        ("baseline", "async", None, 5),
+        *(
+            entry
+            for hooks in ("sync", "async")
+            for entry in [
+                ("fused", hooks, None, 0),
+                ("fused", hooks, None, 5),
+                ("actors", hooks, 0, 5),
+                ("actors", hooks, 1, 5),
+                ("actors", hooks, 16, 5),
+            ]
+        ),
+    }
+    for row in rows:
+        assert row.delivered == row.chunks > 0
+        assert row.seconds > 0
+        assert row.chunks_per_second > 0
+    printed = capsys.readouterr().out
+    assert "µs/chunk/stage" in printed
+    assert "actors, link 16" in printed
+    assert "to_wire(chunk)" in printed
