@@ -392,6 +392,7 @@ class _Run:
         self.finish_reason = "unknown"
         self.output_result_tripped = False
         self.final_text: str | None = None
+        self.current_step: int | None = None  # the attempt in flight, if any
         self.settled = trio.Event()
         self.result: AgentResult | None = None
 
@@ -686,6 +687,7 @@ class _Run:
     ) -> bool:
         """One attempt at step ``step_number``. Returns whether another step
         follows. Raises ``_Retry`` or ``_Terminal``."""
+        self.current_step = step_number
         config = await self._input_step(send, step_number)
         prompt = self.message_list.get.all.prompt()
         prompt, cached = await self._llm_request(send, step_number, config, prompt)
@@ -1271,19 +1273,39 @@ class _Run:
         tripwire = self.outcome_tripwire
         error = self.outcome_error
         finish_reason = self.finish_reason
+        all_text = list(self.all_text)
         if pipeline is not None and pipeline.outcome is not None:
             outcome = pipeline.outcome
             if outcome.kind == "tripwire" and outcome.tripwire is not None:
                 tripwire = outcome.tripwire
                 finish_reason = "other"
+                if tripwire is not self.outcome_tripwire:
+                    # Tripped in the stream: the attempt in flight ends here. Its
+                    # text up to the blocked chunk stays in the result (Mastra
+                    # 1F.43); the step itself reads empty, like every tripped step.
+                    all_text.append(self.view.text_value)
+                    recorded = {s.step_number for s in self.steps if s.tripwire is None}
+                    if self.current_step is not None and (
+                        self.current_step not in recorded
+                    ):
+                        self.steps.append(
+                            StepResult(
+                                step_number=self.current_step,
+                                finish_reason="tripwire",
+                                tripwire=TripwireInfo(
+                                    reason=tripwire.reason,
+                                    retry=tripwire.retry,
+                                    metadata=tripwire.metadata,
+                                    processor_id=tripwire.processor_id,
+                                ),
+                            )
+                        )
             elif outcome.kind == "error":
                 error = outcome.error
                 finish_reason = "error"
         if aborted and tripwire is None and error is None:
             finish_reason = "aborted"
-        text = (
-            self.final_text if self.final_text is not None else "".join(self.all_text)
-        )
+        text = self.final_text if self.final_text is not None else "".join(all_text)
         self.result = AgentResult(
             run_id=self.run_id,
             text=text,

@@ -51,7 +51,7 @@ from procession.runtime._model import (
     ModelRequest,
     ToolDefinition,
 )
-from procession.testing._scripted import (
+from procession.runtime._scripted import (
     Delay,
     RecordedCall,
     ScriptedModel,

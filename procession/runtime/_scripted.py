@@ -94,7 +94,7 @@ from ..processors._prompt import (
     PromptUserMessage,
 )
 from ..processors._wire import from_wire
-from ..runtime._model import (
+from ._model import (
     ModelFinish,
     ModelRequest,
     ToolChoice,

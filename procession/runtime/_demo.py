@@ -1,0 +1,449 @@
+"""``procession demo``: two short agent conversations streamed through a visible
+chain of processors, on a scripted model (no API key, no network).
+
+The chain:
+
+* ``email-redactor`` (output stream): hides e-mail addresses even when one is
+  split across chunks, by holding back the last partial word in ``state``;
+* ``quality-check`` (output step): asks for a retry, with feedback, when an
+  answer is too thin;
+* ``tool-result-scanner`` (tool result): scans what a tool returned for prompt
+  injection, and masks a secret field before the model sees it;
+* ``leak-guardrail`` (output stream): trips the moment the model starts to
+  reveal an internal password.
+
+Each processor reports what it did as a transient ``data-processor-event``
+chunk, which the renderer shows inline.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import attrs
+import trio
+
+from ..processors._chunks import (
+    DataChunk,
+    TextDeltaChunk,
+    TextDeltaPayload,
+    TextEndChunk,
+    TextEndPayload,
+    TextStartChunk,
+    TextStartPayload,
+    Usage,
+)
+from ..processors._contract import (
+    Processor,
+    ProcessOutputStepArgs,
+    ProcessOutputStreamArgs,
+    ProcessToolResultArgs,
+)
+from ..processors._errors import ConfigurationError
+from ._agent import Agent, AgentResult
+from ._model import LanguageModel, ModelFinish
+from ._scripted import Delay, ScriptedModel, tool_call_turn
+from ._tools import ToolContext, tool
+
+__all__ = ["demo_agent", "demo_model", "run_demo"]
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+_INJECTION = re.compile(r"ignore (all )?(previous|prior) instructions", re.IGNORECASE)
+
+
+async def _event(args: Any, processor: str, message: str) -> None:
+    await args.writer.custom(
+        {
+            "type": "data-processor-event",
+            "data": {"processor": processor, "message": message},
+            "transient": True,
+        }
+    )
+
+
+class EmailRedactor(Processor):
+    """Replaces e-mail addresses in streamed text with ``[email hidden]``.
+
+    Text is released up to the last whitespace; the partial word after it waits
+    in ``state`` for the next delta, so an address split across chunks is still
+    caught. ``text-end`` flushes what is held.
+    """
+
+    id = "email-redactor"
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        part = args.part
+        held: str = args.state.get("held", "")
+        if isinstance(part, TextDeltaChunk):
+            text = held + part.payload.text
+            cut = max(text.rfind(" "), text.rfind("\n")) + 1
+            ready, args.state["held"] = text[:cut], text[cut:]
+            if not ready:
+                return None  # everything so far may be part of an address
+            return await self._emit(args, part, ready)
+        if isinstance(part, TextEndChunk) and held:
+            args.state["held"] = ""
+            flushed = await self._emit(args, None, held, id_=part.payload.id)
+            return [flushed, part]
+        return part
+
+    async def _emit(
+        self,
+        args: ProcessOutputStreamArgs,
+        part: TextDeltaChunk | None,
+        text: str,
+        *,
+        id_: str | None = None,
+    ) -> TextDeltaChunk:
+        redacted, count = _EMAIL.subn("[email hidden]", text)
+        if count:
+            args.state["redacted"] = args.state.get("redacted", 0) + count
+            await _event(args, self.id, f"hid {count} e-mail address(es)")
+        if part is not None:
+            return attrs.evolve(part, payload=attrs.evolve(part.payload, text=redacted))
+        return TextDeltaChunk(
+            payload=TextDeltaPayload(id=id_ or "text-1", text=redacted)
+        )
+
+
+class QualityCheck(Processor):
+    """Retries a step whose answer is shorter than ``min_words`` words."""
+
+    id = "quality-check"
+
+    def __init__(self, min_words: int = 8) -> None:
+        self.min_words = min_words
+
+    async def process_output_step(self, args: ProcessOutputStepArgs) -> Any:
+        if args.tool_calls:
+            return None  # a tool step: the answer comes later
+        words = len(args.text.split())
+        if words < self.min_words:
+            await _event(args, self.id, f"answer too thin ({words} words): retry")
+            args.abort(
+                f"the answer has {words} words; give a fuller answer",
+                retry=True,
+                metadata={"words": words},
+            )
+        await _event(args, self.id, f"answer accepted ({words} words)")
+        return None
+
+
+class ToolResultScanner(Processor):
+    """Blocks tool output that tries to inject instructions; masks ``api_key``."""
+
+    id = "tool-result-scanner"
+
+    async def process_tool_result(self, args: ProcessToolResultArgs) -> Any:
+        text = str(args.result)
+        if _INJECTION.search(text):
+            args.abort("blocked: the tool result tries to inject instructions")
+        if isinstance(args.result, dict) and "api_key" in args.result:
+            masked = {**args.result, "api_key": "[masked]"}
+            args.message_list.update_tool_invocation(
+                {
+                    "type": "tool-invocation",
+                    "toolInvocation": {
+                        "state": "result",
+                        "toolCallId": args.tool_call_id,
+                        "toolName": args.tool_name,
+                        "args": args.args,
+                        "result": masked,
+                    },
+                }
+            )
+            await _event(args, self.id, "clean; masked the api_key field")
+        else:
+            await _event(args, self.id, "clean")
+        return None
+
+
+class LeakGuardrail(Processor):
+    """Trips as soon as the streamed text mentions the internal password."""
+
+    id = "leak-guardrail"
+
+    def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        part = args.part
+        if isinstance(part, TextDeltaChunk):
+            seen = args.state.get("seen", "") + part.payload.text
+            args.state["seen"] = seen[-200:]
+            if "internal password" in seen.lower():
+                args.abort(
+                    "the answer started to reveal an internal password",
+                    metadata={"policy": "secrets"},
+                )
+        return part
+
+
+@attrs.frozen
+class OrderQuery:
+    order_id: str
+    """The order number, e.g. A-1042."""
+
+
+@tool
+async def lookup_order(args: OrderQuery, ctx: ToolContext) -> dict[str, Any]:
+    """Look up an order by its number."""
+    await trio.sleep(0.05)
+    return {
+        "order_id": args.order_id,
+        "status": "shipped",
+        "carrier": "DHL",
+        "contact": "dispatch@example.com",
+        "api_key": "sk-live-9f8e7d",
+    }
+
+
+def _streamed(text: str) -> list[Any]:
+    """``text`` as a provider streams it: one delta per word, 30 ms apart; a
+    ``|`` splits a word across two deltas."""
+    out: list[Any] = [TextStartChunk(payload=TextStartPayload(id="t"))]
+    pieces = [p for w in re.findall(r"\S+\s*", text) for p in w.split("|")]
+    for piece in pieces:
+        out += [
+            Delay(0.03),
+            TextDeltaChunk(payload=TextDeltaPayload(id="t", text=piece)),
+        ]
+    out.append(TextEndChunk(payload=TextEndPayload(id="t")))
+    return out
+
+
+def demo_model() -> LanguageModel:
+    """The scripted model behind the demo (an e-mail address arrives split across
+    two deltas, as providers do split them)."""
+    usage = Usage(input_tokens=120, output_tokens=40, total_tokens=160)
+
+    def done(reason: str) -> ModelFinish:
+        return ModelFinish(finish_reason=reason, usage=usage)
+
+    return ScriptedModel(
+        [
+            # Conversation 1: a tool call, a thin answer, a retried good one.
+            [
+                *tool_call_turn("lookup_order", {"order_id": "A-1042"}),
+                done("tool-calls"),
+            ],
+            [*_streamed("It shipped. "), done("stop")],
+            [
+                *_streamed(
+                    "Good news: order A-1042 has shipped with DHL. If anything looks "
+                    "wrong, write to dispatch@exam|ple.com and quote the order number."
+                ),
+                done("stop"),
+            ],
+            # Conversation 2: the guardrail trips mid-stream.
+            [
+                *_streamed(
+                    "Sure. To reset the router you need the internal password, "
+                    "which is hunter2, then hold the button."
+                ),
+                done("stop"),
+            ],
+        ],
+        provider="scripted",
+        model_id="demo-support-model",
+    )
+
+
+def demo_agent(model: LanguageModel | None = None, **options: Any) -> Agent:
+    """The demo's support agent and its processor chain."""
+    return Agent(
+        id="support-agent",
+        instructions="You are a concise, friendly support agent.",
+        model=model or demo_model(),
+        tools=[lookup_order],
+        output_processors=[
+            EmailRedactor(),
+            LeakGuardrail(),
+            QualityCheck(),
+            ToolResultScanner(),
+        ],
+        max_processor_retries=2,
+        **options,
+    )
+
+
+# --- rendering -----------------------------------------------------------------
+
+
+class _Style:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
+
+    def dim(self, text: str) -> str:
+        return self("2", text)
+
+    def bold(self, text: str) -> str:
+        return self("1", text)
+
+    def red(self, text: str) -> str:
+        return self("31;1", text)
+
+    def green(self, text: str) -> str:
+        return self("32", text)
+
+    def yellow(self, text: str) -> str:
+        return self("33", text)
+
+    def cyan(self, text: str) -> str:
+        return self("36", text)
+
+    def magenta(self, text: str) -> str:
+        return self("35", text)
+
+
+def _use_colour(choice: str, out: TextIO) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return out.isatty()
+
+
+async def _converse(
+    agent: Agent,
+    question: str,
+    style: _Style,
+    out: TextIO,
+    events: Counter[str],
+    **options: Any,
+) -> AgentResult:
+    out.write(style.bold(f"\nuser › {question}\n"))
+    in_text = False
+    held: list[str] = []  # processor events that arrive mid-sentence
+
+    def newline() -> None:
+        nonlocal in_text
+        if in_text:
+            out.write("\n")
+            in_text = False
+        for line in held:
+            out.write(line)
+        held.clear()
+
+    async with agent.stream(question, **options) as stream:
+        async for chunk in stream:
+            kind = chunk.type
+            if kind == "text-delta":
+                if not in_text:
+                    out.write(style.green("agent › "))
+                    in_text = True
+                out.write(chunk.payload.text)
+            elif kind in ("step-start", "text-end"):
+                newline()
+            elif kind == "tool-call":
+                newline()
+                out.write(
+                    style.magenta(
+                        f"  ⚙ calls {chunk.payload.tool_name}({chunk.payload.args})\n"
+                    )
+                )
+            elif kind == "tool-result":
+                out.write(style.magenta(f"  ⚙ result {chunk.payload.result}\n"))
+            elif kind == "step-retry":
+                newline()
+                out.write(
+                    style.yellow(
+                        f"  ↺ step {chunk.payload.step_number} retried "
+                        f"(retry {chunk.payload.retry_count}): {chunk.payload.reason}\n"
+                    )
+                )
+            elif kind == "tripwire":
+                newline()
+                events[chunk.payload.processor_id or "?"] += 1
+                out.write(
+                    style.red(
+                        f"  ✖ blocked by {chunk.payload.processor_id}: "
+                        f"{chunk.payload.reason}\n"
+                    )
+                )
+            elif isinstance(chunk, DataChunk) and kind == "data-processor-event":
+                events[chunk.data["processor"]] += 1
+                line = style.cyan(
+                    f"  [{chunk.data['processor']}] {chunk.data['message']}\n"
+                )
+                if in_text:
+                    held.append(line)  # shown when the sentence is done
+                else:
+                    out.write(line)
+            out.flush()
+        newline()
+        return await stream.result()
+
+
+async def run_demo(
+    out: TextIO | None = None,
+    *,
+    colour: str = "auto",
+    mode: str = "fused",
+    model: LanguageModel | None = None,
+) -> list[AgentResult]:
+    """Run the demo; write it to ``out`` (stdout by default). Returns the two
+    conversations' results."""
+    out = out or sys.stdout
+    style = _Style(_use_colour(colour, out))
+    if mode not in ("fused", "actors"):
+        raise ConfigurationError(f"mode must be 'fused' or 'actors', got {mode!r}")
+    agent = demo_agent(model, execution_mode=mode)
+    label = (
+        "scripted model (embedded; no API key or network needed)"
+        if model is None
+        else f"{agent.model.provider}/{agent.model.model_id}"  # type: ignore[union-attr]
+    )
+    out.write(style.bold("procession demo") + style.dim(f" — model: {label}\n"))
+    out.write(
+        style.dim(
+            "output processors: email-redactor → leak-guardrail → quality-check → "
+            f"tool-result-scanner; execution mode: {mode}\n"
+        )
+    )
+    events: Counter[str] = Counter()
+    results = [
+        await _converse(agent, "Where is my order A-1042?", style, out, events),
+        await _converse(agent, "How do I reset the office router?", style, out, events),
+    ]
+    out.write(style.bold("\nsummary\n"))
+    for i, result in enumerate(results, 1):
+        blocked = (
+            f", blocked by {result.tripwire.processor_id}" if result.tripwire else ""
+        )
+        out.write(
+            f"  conversation {i}: finish={result.finish_reason}{blocked}, "
+            f"steps={sum(1 for s in result.steps if s.finish_reason != 'retry')}, "
+            f"retries={result.retry_count}, "
+            f"tokens={result.usage.total_tokens or 'n/a (cut off)'}\n"
+        )
+    out.write("  processor actions: ")
+    out.write(", ".join(f"{name} ×{count}" for name, count in sorted(events.items())))
+    out.write("\n")
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``procession`` command."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="procession")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="stream a short conversation through processors")
+    demo.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    demo.add_argument("--mode", choices=["fused", "actors"], default="fused")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        if os.environ.get("ANTHROPIC_API_KEY"):
+            print(
+                "note: ANTHROPIC_API_KEY is set, but the Anthropic provider is not "
+                "part of this version yet; using the scripted model.",
+                file=sys.stderr,
+            )
+        trio.run(lambda: run_demo(colour=args.color, mode=args.mode))
+    return 0
