@@ -98,3 +98,23 @@ def test_readme_pipeline_example_runs(capsys: pytest.CaptureFixture[str]) -> Non
     assert lines[1] == "text-delta 42 "
     assert lines[2].startswith("tripwire TripwirePayload(reason='forbidden content'")
     assert lines[-1] == "tripwire"
+
+
+def test_readme_agent_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's agent example runs as written and prints what it says."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    example = next(b for b in blocks if "Agent(" in b)
+    exec(compile(example, "README.md", "exec"), {"__name__": "readme_agent"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("step-retry StepRetryPayload(step_number=0")
+    assert any(
+        line.startswith("tool-result ") and "'ssn': '[REDACTED]'" in line
+        for line in lines
+    )
+    assert (
+        "text-delta TextDeltaPayload(id='text-1', text='Your order A-1 has shipped.'"
+        in "\n".join(lines)
+    )
+    assert lines[-2] == "Your order A-1 has shipped. stop 1"
+    assert lines[-1] == "other block-secrets"
