@@ -14,6 +14,7 @@ from ._model import ToolDefinition as ToolDefinition
 from ._providers import register_provider as register_provider
 from ._providers import registered_providers as registered_providers
 from ._providers import resolve_model as resolve_model
+from ._providers import unregister_provider as unregister_provider
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolSet as ToolSet
@@ -44,4 +45,5 @@ __all__ = [
     "registered_providers",
     "resolve_model",
     "tool",
+    "unregister_provider",
 ]

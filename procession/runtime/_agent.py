@@ -594,14 +594,17 @@ class _Run:
                 return
             except TripWire as tripwire:
                 if tripwire.retry and self._may_retry():
+                    # SPEC §2.4: re-run the input phase from the original input;
+                    # the feedback is shown to the processors now and to the
+                    # model at step 0.
                     self.retry_count += 1
                     self.message_list.remove_by_ids(
                         [m.id for m in self.message_list.get.input.db()]
                     )
                     self.message_list.add(copy.deepcopy(original), "input")
-                    self.message_list.add_system(
-                        _feedback(tripwire.reason), tag=RETRY_FEEDBACK_TAG
-                    )
+                    self.feedback = _feedback(tripwire.reason)
+                    self.message_list.clear_system_messages(RETRY_FEEDBACK_TAG)
+                    self.message_list.add_system(self.feedback, tag=RETRY_FEEDBACK_TAG)
                     continue
                 raise _Terminal(tripwire=tripwire) from None
 
@@ -661,7 +664,9 @@ class _Run:
                     run_id=self.run_id,
                 )
                 continue
+            # SPEC §2.5: the feedback goes once a step succeeds.
             self.feedback = None
+            self.message_list.clear_system_messages(RETRY_FEEDBACK_TAG)
             if not more:
                 return
 
@@ -795,10 +800,9 @@ class _Run:
                 if tripwire.retry and self._may_retry():
                     # SPEC §2.4: re-run this step's input chain with the feedback.
                     self.retry_count += 1
+                    self.feedback = _feedback(tripwire.reason)
                     self.message_list.clear_system_messages(RETRY_FEEDBACK_TAG)
-                    self.message_list.add_system(
-                        _feedback(tripwire.reason), tag=RETRY_FEEDBACK_TAG
-                    )
+                    self.message_list.add_system(self.feedback, tag=RETRY_FEEDBACK_TAG)
                     continue
                 raise _Terminal(tripwire=tripwire) from None
 

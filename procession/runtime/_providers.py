@@ -8,7 +8,12 @@ from typing import Any
 from ..processors._errors import ConfigurationError
 from ._model import LanguageModel
 
-__all__ = ["register_provider", "registered_providers", "resolve_model"]
+__all__ = [
+    "register_provider",
+    "registered_providers",
+    "resolve_model",
+    "unregister_provider",
+]
 
 ProviderFactory = Callable[[str], LanguageModel]
 
@@ -25,6 +30,11 @@ def register_provider(name: str, factory: ProviderFactory) -> None:
             f"a provider name must be non-empty and contain no '/', got {name!r}"
         )
     _PROVIDERS[name] = factory
+
+
+def unregister_provider(name: str) -> ProviderFactory | None:
+    """Forget provider ``name``; return its factory (None if it was unknown)."""
+    return _PROVIDERS.pop(name, None)
 
 
 def registered_providers() -> list[str]:
