@@ -24,17 +24,17 @@ class ProcessorActor:
     """A processor's identity within one run: its spec, its ``state`` dict and the
     rule that its hooks never overlap.
 
-    Sync hooks cannot overlap anything (they never yield to trio), so only async
-    hook calls take the actor's turn; an uncontended turn costs two attribute
-    writes, which keeps the per-chunk path cheap.
+    Every hook call takes the actor's turn; an uncontended turn costs a few
+    attribute reads and writes, which keeps the per-chunk path cheap.
     """
 
-    __slots__ = ("_busy", "_idle", "spec", "state")
+    __slots__ = ("_busy", "_idle", "_waiting", "spec", "state")
 
     def __init__(self, spec: ProcessorSpec) -> None:
         self.spec = spec
         self.state: dict[str, Any] = {}
         self._busy = False
+        self._waiting = 0  # tasks parked in _idle (an int is cheaper to test)
         self._idle = trio.lowlevel.ParkingLot()
 
     @property
@@ -60,7 +60,7 @@ class ProcessorActor:
     def take_turn_nowait(self) -> bool:
         """Take the turn if it is free and nobody is waiting for it (the
         per-chunk fast path: two attribute reads and a write)."""
-        if self._busy or self._idle:
+        if self._busy or self._waiting:
             return False
         self._busy = True
         return True
@@ -73,11 +73,15 @@ class ProcessorActor:
         # release_turn hands the turn straight to the longest waiter, so nobody
         # can take it in between (a busy stream stage would otherwise starve a
         # coordinator hook).
-        await self._idle.park()
+        self._waiting += 1
+        try:
+            await self._idle.park()
+        finally:
+            self._waiting -= 1
 
     def release_turn(self) -> None:
         """Give the turn to the longest waiter, or free it."""
-        if self._idle:
+        if self._waiting:
             self._idle.unpark()
         else:
             self._busy = False

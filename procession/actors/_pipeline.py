@@ -250,7 +250,11 @@ class PipelineDriver(Protocol):
     """What drives the pipeline (the agent loop) decides about retries and errors.
 
     ``on_retry_request`` is awaited at the client end, in stream order;
-    ``on_error_chunk`` at the entry, before any processor sees the chunk.
+    ``on_error_chunk`` at the entry, before any processor sees the chunk. A driver
+    may also have a plain ``on_terminal(outcome)`` method: it is called at the
+    client end the moment the stream's terminal item (a tripwire or a processor
+    failure) is reached, before ``on_violation`` is awaited, so the driver can
+    stop producing at once.
     """
 
     async def on_retry_request(self, tripwire: TripWire) -> bool:
@@ -833,6 +837,9 @@ class OutputPipeline:
             and await self.driver.on_retry_request(tripwire)
         ):
             return None
+        # The run is over from here: tell the driver first (it stops reading the
+        # model), then await on_violation, then deliver the tripwire chunk.
+        self._finish_terminal(PipelineOutcome("tripwire", tripwire=tripwire))
         await item.actor.notify_violation(
             ProcessorViolation(
                 processor_id=tripwire.processor_id or item.actor.id,
@@ -841,7 +848,6 @@ class OutputPipeline:
                 blocking=True,
             )
         )
-        self._finish_terminal(PipelineOutcome("tripwire", tripwire=tripwire))
         return self._tripwire_chunk(tripwire)
 
     def _tripwire_chunk(self, tripwire: TripWire) -> TripwireChunk:
@@ -859,6 +865,9 @@ class OutputPipeline:
         self.outcome = outcome
         self._finished = True
         self._buffer.clear()
+        on_terminal = getattr(self.driver, "on_terminal", None)
+        if on_terminal is not None:
+            on_terminal(outcome)
         if self._cancel_scope is not None:
             # The terminal item is delivered; nothing upstream may run on.
             self._cancel_scope.cancel()

@@ -393,6 +393,7 @@ class _Run:
         self.output_result_tripped = False
         self.final_text: str | None = None
         self.current_step: int | None = None  # the attempt in flight, if any
+        self.run_scope: trio.CancelScope | None = None
         self.settled = trio.Event()
         self.result: AgentResult | None = None
 
@@ -418,6 +419,13 @@ class _Run:
         if self.model_scope is not None:
             self.model_scope.cancel()  # stop reading a response that is rejected
         return True
+
+    def on_terminal(self, outcome: Any) -> None:
+        """The stream's terminal item reached the client end: stop the model and
+        everything else now (chunks read after this are counted, not sent)."""
+        self.ended = True
+        if self.run_scope is not None:
+            self.run_scope.cancel()
 
     async def on_error_chunk(self, chunk: ErrorChunk) -> bool:
         # The coordinator decides about model errors before it sends anything;
@@ -492,6 +500,7 @@ class _Run:
                     f"{actor.id} failed: {exc}", processor_id=actor.id
                 ) from exc
             error = ProcessorError(actor.id, hook, exc)
+            error.__cause__ = exc  # the documented place of the original
             raise _Terminal(error=error) from exc
         await self._flush(send, actor, emitter)
         return result
@@ -1433,7 +1442,7 @@ async def _open_stream(run: _Run) -> AsyncIterator[AgentStream]:
     its own, so ending the run never cancels the caller's code, and the caller's
     own exceptions come out of the block unwrapped (SPEC §2.7)."""
     body_error: BaseException | None = None
-    run_scope = trio.CancelScope()
+    run_scope = run.run_scope = trio.CancelScope()
     send, receive = trio.open_memory_channel[Any](0)
     stream: AgentStream | None = None
 
