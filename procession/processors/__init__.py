@@ -67,6 +67,7 @@ from ._messages import ToolInvocationState as ToolInvocationState
 from ._messages import UnknownPart as UnknownPart
 from ._messages import message_text as message_text
 from ._messages import new_message_id as new_message_id
+from ._prefill import PrefillErrorHandler as PrefillErrorHandler
 from ._prompt import Prompt as Prompt
 from ._prompt import PromptAssistantMessage as PromptAssistantMessage
 from ._prompt import PromptFilePart as PromptFilePart
@@ -90,6 +91,14 @@ from ._results import StepResult as StepResult
 from ._results import ToolCallInfo as ToolCallInfo
 from ._results import ToolResultInfo as ToolResultInfo
 from ._results import TripwireInfo as TripwireInfo
+from ._stream_error_retry import RetryMatcher as RetryMatcher
+from ._stream_error_retry import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from ._stream_error_retry import get_retry_after_ms as get_retry_after_ms
+from ._stream_error_retry import is_bad_request_error as is_bad_request_error
+from ._stream_error_retry import (
+    is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501
+)
+from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
 
 __all__ = [
     "AbortSignal",
@@ -115,6 +124,7 @@ __all__ = [
     "OutputProcessor",
     "OutputResult",
     "Part",
+    "PrefillErrorHandler",
     "ProcessAPIErrorArgs",
     "ProcessAPIErrorResult",
     "ProcessInputArgs",
@@ -152,6 +162,7 @@ __all__ = [
     "ReasoningDetail",
     "ReasoningPart",
     "RequestContext",
+    "RetryMatcher",
     "Role",
     "Source",
     "SourceDocumentPart",
@@ -159,6 +170,7 @@ __all__ = [
     "SourcePart",
     "StepResult",
     "StepStartPart",
+    "StreamErrorRetryProcessor",
     "SystemMessage",
     "TextPart",
     "ToolArgumentsError",
@@ -173,6 +185,10 @@ __all__ = [
     "UnknownChunkTypeError",
     "UnknownPart",
     "WireFormatError",
+    "get_retry_after_ms",
+    "is_bad_request_error",
+    "is_retryable_openai_responses_stream_error",
+    "is_terminal_auth_error",
     "message_text",
     "new_message_id",
     "register_processors",

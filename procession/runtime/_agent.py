@@ -279,10 +279,13 @@ class _StepConfig:
 
 
 class _Retry(Exception):
-    """Internal: the current attempt is rejected; retry it."""
+    """Internal: the current attempt is rejected; retry it. ``feedback`` says
+    whether the model is told why (a processor rejected its answer) or not (the
+    API call failed: there was no answer to reject)."""
 
-    def __init__(self, tripwire: TripWire) -> None:
+    def __init__(self, tripwire: TripWire, *, feedback: bool = True) -> None:
         self.tripwire = tripwire
+        self.feedback = feedback
 
 
 class _Terminal(Exception):
@@ -394,6 +397,7 @@ class _Run:
         self.final_text: str | None = None
         self.current_step: int | None = None  # the attempt in flight, if any
         self.run_scope: trio.CancelScope | None = None
+        self.completed = False  # the coordinator reached a terminal on its own
         self.settled = trio.Event()
         self.result: AgentResult | None = None
 
@@ -546,12 +550,15 @@ class _Run:
                         run_id=self.run_id,
                     )
                 )
+                self.completed = True
             except _Terminal as end:
                 await self._end(send, end)
+                self.completed = True
             except ProcessionError as exc:
                 # A processor broke the contract (wrong return type, a different
                 # MessageList, a bad model id...): the run fails with that error.
                 await self._end(send, _Terminal(error=exc))
+                self.completed = True
 
     async def _end(self, send: trio.MemorySendChannel[Any], end: _Terminal) -> None:
         self.ended = True
@@ -662,7 +669,8 @@ class _Run:
             except _Retry as retry:
                 self._record_rejected(step_number, retry.tripwire)
                 self.retry_count += 1
-                self.feedback = _feedback(retry.tripwire.reason)
+                if retry.feedback:
+                    self.feedback = _feedback(retry.tripwire.reason)
                 step_retry = StepRetryChunk(
                     payload=StepRetryPayload(
                         step_number=step_number,
@@ -1017,7 +1025,8 @@ class _Run:
                 break
         if retry_by is not None and self._may_retry():
             raise _Retry(
-                TripWire(f"API error: {error}", retry=True, processor_id=retry_by)
+                TripWire(f"API error: {error}", retry=True, processor_id=retry_by),
+                feedback=False,
             )
         raise _Terminal(error=error)
 
@@ -1401,6 +1410,14 @@ class AgentStream:
         except StopAsyncIteration:
             self._done = True
             self._end_run()
+            cancelled = self.cancelled  # (set by another task while we waited)
+            if cancelled or not self._run.completed:
+                # cancel() from another task while this one waited, or the
+                # coordinator was stopped: the stream ends as aborted.
+                self._run.settle(aborted=True, pipeline=self._pipeline)
+                if cancelled:
+                    return AbortChunk(run_id=self._run.run_id)
+                raise
             self._run.settle(aborted=False, pipeline=self._pipeline)
             raise
         self._run.observe(chunk)
@@ -1408,6 +1425,11 @@ class AgentStream:
             # A terminal chunk: nothing after it may run (model, tools, hooks).
             self._end_run()
         return chunk
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether ``cancel()`` was called."""
+        return self._cancelled
 
     def _end_run(self) -> None:
         self._run.ended = True
