@@ -1,5 +1,6 @@
 """The runtime: the agent loop, the model interface, tools and providers."""
 
+from . import providers as providers  # registers the "anthropic/...", "openai/..." ids
 from ._agent import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
 from ._agent import Agent as Agent
 from ._agent import AgentResult as AgentResult

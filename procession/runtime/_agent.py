@@ -48,6 +48,7 @@ from ..processors._chunks import (
     ReasoningDeltaChunk,
     ReasoningEndChunk,
     ReasoningSignatureChunk,
+    ReasoningStartChunk,
     RedactedReasoningChunk,
     SourceChunk,
     StartChunk,
@@ -205,22 +206,35 @@ class _StepView:
     text: list[str] = attrs.Factory(list)
     reasoning: dict[str, list[str]] = attrs.Factory(dict)
     signatures: dict[str, str] = attrs.Factory(dict)
-    redacted: list[str] = attrs.Factory(list)
+    # Reasoning blocks in arrival order: ("text", block id) or ("redacted", data),
+    # so they go back to the provider in the order it sent them.
+    blocks: list[tuple[str, str]] = attrs.Factory(list)
     tool_calls: list[ToolCallChunk] = attrs.Factory(list)
     sources: list[Any] = attrs.Factory(list)
     files: list[Any] = attrs.Factory(list)
+
+    def _block(self, block_id: str) -> list[str]:
+        if block_id not in self.reasoning:
+            self.reasoning[block_id] = []
+            self.blocks.append(("text", block_id))
+        return self.reasoning[block_id]
 
     def observe(self, chunk: Any) -> None:
         cls = chunk.__class__
         if cls is TextDeltaChunk:
             self.text.append(chunk.payload.text)
         elif cls is ReasoningDeltaChunk:
-            self.reasoning.setdefault(chunk.payload.id, []).append(chunk.payload.text)
+            self._block(chunk.payload.id).append(chunk.payload.text)
+        elif cls is ReasoningStartChunk:
+            self._block(chunk.payload.id)
         elif cls is ReasoningEndChunk or cls is ReasoningSignatureChunk:
+            # A block may carry a signature and no visible text (omitted
+            # thinking); Anthropic still needs the signature back.
+            self._block(chunk.payload.id)
             if chunk.payload.signature:
                 self.signatures[chunk.payload.id] = chunk.payload.signature
         elif cls is RedactedReasoningChunk:
-            self.redacted.append(chunk.payload.data)
+            self.blocks.append(("redacted", chunk.payload.data))
         elif cls is ToolCallChunk:
             self.tool_calls.append(chunk)
         elif cls is SourceChunk:
@@ -241,11 +255,14 @@ class _StepView:
         parts: list[Any] = [StepStartPart(model=model_label)]
         details = [
             ReasoningDetail(
-                type="text", text="".join(chunks), signature=self.signatures.get(rid)
+                type="text",
+                text="".join(self.reasoning[key]),
+                signature=self.signatures.get(key),
             )
-            for rid, chunks in self.reasoning.items()
+            if kind == "text"
+            else ReasoningDetail(type="redacted", data=key)
+            for kind, key in self.blocks
         ]
-        details += [ReasoningDetail(type="redacted", data=d) for d in self.redacted]
         if details:
             parts.append(ReasoningPart(reasoning=self.reasoning_value, details=details))
         if self.text:
@@ -871,7 +888,7 @@ class _Run:
             for tag, bucket in tagged.items():
                 ml.add_system(bucket, tag=tag)
         if result.model is not None:
-            config.model = resolve_model(result.model)
+            config.model = self.agent.model_for(result.model)
         if result.tools is not None:
             config.tools = ToolSet.of(result.tools)
         if result.tool_choice is not None:
@@ -1597,10 +1614,10 @@ class Agent:
                 raise ConfigurationError(
                     f"instructions must be a str or a list of str, got {item!r}"
                 )
-        self.model = model if isinstance(model, str) else resolve_model(model)
-        if isinstance(model, str):
-            # Checked now (unknown provider is a clear error), resolved per call.
-            resolve_model(model)
+        # Resolved once: a model object owns its HTTP client and connection pool,
+        # which every call of this agent then shares (ids met later are cached).
+        self._models: dict[str, LanguageModel] = {}
+        self.model = self.model_for(model)
         self.tools = ToolSet.of(tools or [])
         self.input_processors = input_processors
         self.output_processors = output_processors
@@ -1627,6 +1644,16 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent id={self.id!r}>"
+
+    def model_for(self, model: Any) -> LanguageModel:
+        """A model object for ``model`` (an object, or a ``provider/id`` string
+        resolved once per agent and reused)."""
+        if not isinstance(model, str):
+            return resolve_model(model)
+        found = self._models.get(model)
+        if found is None:
+            found = self._models[model] = resolve_model(model)
+        return found
 
     def _prepare(
         self,
@@ -1689,7 +1716,7 @@ class Agent:
             raise ConfigurationError(
                 f"execution_mode must be 'fused' or 'actors', got {mode!r}"
             )
-        chosen_model = resolve_model(self.model if model is _UNSET else model)
+        chosen_model = self.model if model is _UNSET else self.model_for(model)
         if active_tools is not None:
             self.tools.names(list(active_tools))  # unknown names are an error now
         message_list = MessageList(

@@ -47,10 +47,14 @@ from ..processors._contract import (
 from ..processors._errors import ConfigurationError
 from ._agent import Agent, AgentResult
 from ._model import LanguageModel, ModelFinish
+from ._providers import resolve_model
 from ._scripted import Delay, ScriptedModel, tool_call_turn
 from ._tools import ToolContext, tool
 
 __all__ = ["demo_agent", "demo_model", "run_demo"]
+
+DEMO_CLAUDE = "anthropic/claude-sonnet-4-5"
+"""The model the demo uses when ``ANTHROPIC_API_KEY`` is set."""
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 _INJECTION = re.compile(r"ignore (all )?(previous|prior) instructions", re.IGNORECASE)
@@ -397,7 +401,7 @@ async def run_demo(
     label = (
         "scripted model (embedded; no API key or network needed)"
         if model is None
-        else f"{agent.model.provider}/{agent.model.model_id}"  # type: ignore[union-attr]
+        else f"{agent.model.provider}/{agent.model.model_id}"
     )
     out.write(style.bold("procession demo") + style.dim(f" — model: {label}\n"))
     out.write(
@@ -437,13 +441,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="stream a short conversation through processors")
     demo.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     demo.add_argument("--mode", choices=["fused", "actors"], default="fused")
+    demo.add_argument(
+        "--model",
+        default=None,
+        help="a provider/model id, e.g. anthropic/claude-sonnet-4-5 (default: the "
+        "embedded scripted model, or Claude when ANTHROPIC_API_KEY is set)",
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
-        if os.environ.get("ANTHROPIC_API_KEY"):
-            print(
-                "note: ANTHROPIC_API_KEY is set, but the Anthropic provider is not "
-                "part of this version yet; using the scripted model.",
-                file=sys.stderr,
-            )
-        trio.run(lambda: run_demo(colour=args.color, mode=args.mode))
+        model_id = args.model or (
+            DEMO_CLAUDE if os.environ.get("ANTHROPIC_API_KEY") else None
+        )
+        try:
+            model = resolve_model(model_id) if model_id else None
+        except ConfigurationError as exc:
+            print(f"procession demo: {exc}", file=sys.stderr)
+            return 2
+        trio.run(lambda: run_demo(colour=args.color, mode=args.mode, model=model))
     return 0

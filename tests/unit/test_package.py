@@ -18,6 +18,10 @@ PUBLIC_MODULES = [
     "procession.actors",
     "procession.chunks",
     "procession.testing",
+    "procession.testing.fake_provider",
+    "procession.testing.strategies",
+    "procession.runtime",
+    "procession.runtime.providers",
 ]
 LAYERS = ["processors", "actors", "runtime"]  # bottom to top
 

@@ -1,0 +1,31 @@
+"""Model providers: Anthropic (official SDK) and OpenAI (Chat Completions and
+Responses over ``httpx2``).
+
+Importing this package registers the model ids
+
+* ``"anthropic/<model>"`` → ``AnthropicModel`` (extra ``anthropic``),
+* ``"openai/<model>"`` → ``OpenAIResponsesModel`` (extra ``openai``),
+* ``"openai-chat/<model>"`` → ``OpenAIChatModel`` (extra ``openai``),
+
+with ``procession.runtime.register_provider``. The SDKs are imported only when a
+model is built: a missing package, or a missing API key, is a
+``ConfigurationError`` raised then, before any request.
+
+Every provider raises ``ProviderError`` (never an SDK exception) and closes its
+HTTP response when the ``async with model.stream(...)`` block is left.
+"""
+
+from .._providers import register_provider as _register
+from ._anthropic import AnthropicModel as AnthropicModel
+from ._openai import OpenAIChatModel as OpenAIChatModel
+from ._openai import OpenAIResponsesModel as OpenAIResponsesModel
+
+__all__ = [
+    "AnthropicModel",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
+]
+
+_register("anthropic", AnthropicModel)
+_register("openai", OpenAIResponsesModel)
+_register("openai-chat", OpenAIChatModel)

@@ -1,0 +1,302 @@
+"""Server-sent events over an ``httpx2`` response, and the streaming response
+every provider returns.
+
+Why not the SDKs' own stream iterators: each is a chain of async generators
+(the ``anthropic`` SDK nests seven), and leaving one early leaves the inner
+generators suspended. Under trio each of those is finalised later by the
+garbage collector with a ``ResourceWarning``, and the socket is closed whenever
+that happens. Here the only generator is ``httpx2.Response.aiter_bytes()``,
+which closes its own inner generators, and ``ProviderResponse.aclose`` closes
+it, then the response, at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ...processors._chunks import Chunk, Usage
+from ...processors._errors import ProviderError
+from .._model import ModelFinish
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = [
+    "CLOSE_DEADLINE",
+    "ProviderCall",
+    "ProviderResponse",
+    "SSEDecoder",
+    "ServerSentEvent",
+]
+
+logger = logging.getLogger("procession.providers")
+
+CLOSE_DEADLINE = 2.0
+"""Seconds a close may take (shielded from cancellation) before it is abandoned."""
+
+
+@attrs.frozen
+class ServerSentEvent:
+    """One SSE message: its ``event`` name (``None`` when the message had no
+    ``event:`` line) and its ``data`` lines joined by newlines."""
+
+    event: str | None
+    data: str
+
+    def json(self) -> Any:
+        """``data`` parsed as JSON (raises ``ValueError`` if it is not)."""
+        return json.loads(self.data)
+
+
+class SSEDecoder:
+    """An incremental SSE parser (WHATWG ``text/event-stream``): feed it bytes as
+    they arrive, in pieces of any size, and it returns the complete messages.
+
+    Lines end in ``\\n`` or ``\\r\\n``; comment lines (``:``) and ``id:`` /
+    ``retry:`` fields are ignored; a message without ``data:`` lines is
+    dropped; an unterminated message at the end of the body is discarded (as the
+    standard says), which is how a truncated stream loses its last event.
+    """
+
+    __slots__ = ("_buffer", "_data", "_event")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event: str | None = None
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """Take the next bytes of the body; return the messages they complete."""
+        self._buffer += chunk
+        out: list[ServerSentEvent] = []
+        while True:
+            end = self._buffer.find(b"\n")
+            if end < 0:
+                return out
+            raw, self._buffer = self._buffer[:end], self._buffer[end + 1 :]
+            line = raw.removesuffix(b"\r").decode("utf-8", errors="replace")
+            if not line:
+                if self._data:
+                    out.append(ServerSentEvent(self._event, "\n".join(self._data)))
+                self._event, self._data = None, []
+                continue
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                self._event = value or None
+            elif name == "data":
+                self._data.append(value)
+
+
+class ProviderResponse:
+    """A streaming model response read from an SSE body (``ModelResponse``).
+
+    Subclasses turn provider events into chunks in ``_on_event`` (pushing them
+    with ``_emit``) and decide at the end of the body in ``_on_end``, which sets
+    ``finish`` or raises ``ProviderError``.
+
+    Every ``__anext__`` reads the socket only when no converted chunk is
+    waiting, so a consumer that stops reading stops the reads: the server is
+    held back by TCP flow control (backpressure reaches the provider). A
+    transport failure or an error event is raised as ``ProviderError`` and ends
+    the stream. ``aclose`` closes the HTTP response at once, shielded from
+    cancellation for at most ``CLOSE_DEADLINE`` seconds.
+    """
+
+    provider: str = "provider"
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self.finish: ModelFinish | None = None
+        self._response = response
+        self._bytes: AsyncGenerator[bytes, None] | None = None
+        self._decoder = SSEDecoder()
+        self._events: deque[ServerSentEvent] = deque()
+        self._pending: deque[Chunk] = deque()
+        self._eof = False
+        self._done = False
+        self._closed = False
+        self._busy = False
+
+    @property
+    def http_response(self) -> httpx2.Response:
+        """The underlying HTTP response (headers, status)."""
+        return self._response
+
+    # -- for subclasses ------------------------------------------------------
+
+    def _emit(self, chunk: Chunk) -> None:
+        self._pending.append(chunk)
+
+    def _on_event(self, event: ServerSentEvent) -> None:
+        raise NotImplementedError
+
+    def _on_end(self) -> None:
+        raise NotImplementedError
+
+    def _map_error(self, exc: Exception) -> ProviderError | None:
+        """Map an exception raised while reading the body (``None``: not ours)."""
+        import httpx2
+
+        from ._errors import transport_error
+
+        if isinstance(exc, httpx2.TransportError):
+            return transport_error(self.provider, exc)
+        return None
+
+    def _raw_response(self) -> dict[str, Any]:
+        headers = dict(self._response.headers.items())
+        return {
+            "status_code": self._response.status_code,
+            "headers": headers,
+        }
+
+    # -- iteration -------------------------------------------------------------
+
+    def __aiter__(self) -> ProviderResponse:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        if self._closed:
+            raise trio.ClosedResourceError(
+                f"this {self.provider} response was iterated after its 'async with' "
+                f"block exited"
+            )
+        if self._busy:
+            raise trio.BusyResourceError(
+                f"another task is already iterating this {self.provider} response"
+            )
+        self._busy = True
+        try:
+            return await self._next_chunk()
+        finally:
+            self._busy = False
+
+    async def _next_chunk(self) -> Chunk:
+        while not self._pending:
+            if self._done:
+                raise StopAsyncIteration
+            try:
+                event = await self._next_event()
+                if event is None:
+                    self._done = True
+                    self._on_end()
+                else:
+                    self._on_event(event)
+            except ProviderError:
+                self._done = True
+                self._pending.clear()
+                raise
+            except json.JSONDecodeError as exc:
+                self._done = True
+                self._pending.clear()
+                raise ProviderError(
+                    f"{self.provider} sent an event whose data is not JSON: {exc}",
+                    is_retryable=True,
+                    code="invalid_response",
+                ) from exc
+            except Exception as exc:
+                self._done = True
+                self._pending.clear()
+                mapped = self._map_error(exc)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+        return self._pending.popleft()
+
+    async def _next_event(self) -> ServerSentEvent | None:
+        while not self._events:
+            if self._eof:
+                return None
+            if self._bytes is None:
+                self._bytes = self._response.aiter_bytes()
+            try:
+                data = await self._bytes.__anext__()
+            except StopAsyncIteration:
+                self._eof = True
+                continue
+            self._events.extend(self._decoder.feed(data))
+        return self._events.popleft()
+
+    async def aclose(self) -> None:
+        """Close the HTTP response (and its connection, if the body was not read
+        to the end). Idempotent. Shielded from cancellation for at most
+        ``CLOSE_DEADLINE`` seconds, so it completes even in a cancelled scope;
+        errors while closing are logged, never raised (an exception in flight
+        must not be replaced)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._done = True
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + CLOSE_DEADLINE
+            try:
+                if self._bytes is not None:
+                    await self._bytes.aclose()
+                await self._response.aclose()
+            except Exception:
+                logger.debug(
+                    "closing a %s response failed", self.provider, exc_info=True
+                )
+        if scope.cancelled_caught:
+            logger.warning(
+                "closing a %s response took longer than %ss; abandoned",
+                self.provider,
+                CLOSE_DEADLINE,
+            )
+
+
+class ProviderCall(AbstractAsyncContextManager[ProviderResponse]):
+    """What ``model.stream(request)`` returns: entering makes the call (and raises
+    ``ProviderError`` if it is rejected); leaving closes the response before it
+    returns, however the block is left (normally, by an exception, or by
+    cancellation). Single use."""
+
+    __slots__ = ("_entered", "_response", "_start")
+
+    def __init__(self, start: Callable[[], Awaitable[ProviderResponse]]) -> None:
+        self._start = start
+        self._entered = False
+        self._response: ProviderResponse | None = None
+
+    async def __aenter__(self) -> ProviderResponse:
+        if self._entered:
+            raise RuntimeError(
+                "a model.stream(...) context can be entered only once; call "
+                "model.stream(request) again for another call"
+            )
+        self._entered = True
+        self._response = await self._start()
+        return self._response
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._response is not None:
+            await self._response.aclose()
+
+
+def usage_total(usage: Usage) -> Usage:
+    """``usage`` with ``total_tokens`` filled in from input + output when unset."""
+    if (
+        usage.total_tokens is None
+        and usage.input_tokens is not None
+        and usage.output_tokens is not None
+    ):
+        return attrs.evolve(
+            usage, total_tokens=usage.input_tokens + usage.output_tokens
+        )
+    return usage
