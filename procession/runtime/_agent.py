@@ -1163,17 +1163,8 @@ class _Run:
         self, send: trio.MemorySendChannel[Any], call: ToolCallInfo, error: Exception
     ) -> ToolResultInfo:
         text = str(error) if isinstance(error, ToolArgumentsError) else repr(error)
-        self.message_list.update_tool_invocation(
-            ToolInvocationPart(
-                tool_invocation=ToolInvocation(
-                    state="output-error",
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                    args=call.args,
-                    result=text,
-                    error_text=text,
-                )
-            )
+        _set_invocation(
+            self.message_list, call, "output-error", result=text, error_text=text
         )
         await send.send(
             ToolErrorChunk(
@@ -1202,18 +1193,7 @@ class _Run:
         value: Any,
     ) -> ToolResultInfo:
         ml = self.message_list
-        ml.update_tool_invocation(
-            ToolInvocationPart(
-                tool_invocation=ToolInvocation(
-                    state="result",
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                    args=call.args,
-                    result=value,
-                ),
-                provider_executed=call.provider_executed,
-            )
-        )
+        _set_invocation(ml, call, "result", result=value)
         for actor in self._lane("process_tool_result", "output", "input"):
 
             def make(base: dict[str, Any]) -> HookArgs:
@@ -1235,16 +1215,7 @@ class _Run:
                 result = await self._call(send, actor, "process_tool_result", make)
             except TripWire:
                 # The raw result must not stay in the history (Mastra 1H.64).
-                ml.update_tool_invocation(
-                    ToolInvocationPart(
-                        tool_invocation=ToolInvocation(
-                            state="call",
-                            tool_call_id=call.tool_call_id,
-                            tool_name=call.tool_name,
-                            args=call.args,
-                        )
-                    )
-                )
+                _set_invocation(ml, call, "call")
                 raise
             self._apply_messages(result, actor.id, "process_tool_result", "all")
         # Re-read: processors may have replaced it (update_tool_invocation).
@@ -1370,6 +1341,24 @@ class _Run:
         )
         self.settled.set()
         return self.result
+
+
+def _set_invocation(
+    ml: MessageList, call: ToolCallInfo, state: Any, **fields: Any
+) -> None:
+    """Put tool call ``call`` in ``state`` (with ``result`` / ``error_text``)."""
+    ml.update_tool_invocation(
+        ToolInvocationPart(
+            tool_invocation=ToolInvocation(
+                state=state,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args=call.args,
+                **fields,
+            ),
+            provider_executed=call.provider_executed,
+        )
+    )
 
 
 def _replay_reason(chunks: Sequence[Any]) -> str:
