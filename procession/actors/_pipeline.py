@@ -127,11 +127,15 @@ class NewAttempt(_Marker):
     ``retry_count`` is what hooks see as ``args.retry_count`` from here on.
     """
 
-    __slots__ = ("discard", "retry_count")
+    __slots__ = ("context", "discard", "retry_count")
 
-    def __init__(self, retry_count: int = 0, *, discard: bool = True) -> None:
+    def __init__(
+        self, retry_count: int = 0, *, discard: bool = True, context: Any = None
+    ) -> None:
         self.retry_count = retry_count
         self.discard = discard
+        self.context = context
+        """Whatever the driver attaches (handed back by ``on_attempt``)."""
 
     def __repr__(self) -> str:
         return f"NewAttempt(retry_count={self.retry_count}, discard={self.discard})"
@@ -186,14 +190,16 @@ _Custom = Deliver
 
 class EndRun(_Marker):
     """Yielded by a driver's source to end the run with a tripwire raised outside
-    the stream (an input hook, a tool-result hook, ...). The client end delivers
-    the ``tripwire`` chunk and the stream ends. The driver awaits the processor's
-    ``on_violation`` itself, before yielding this."""
+    the stream (an input hook, a tool-result hook, ...). When it reaches the
+    client end, ``actor``'s ``on_violation`` is awaited and the ``tripwire`` chunk
+    delivered; the stream ends. If an earlier terminal already ended the stream,
+    it is ignored (that one won, SPEC §2.10)."""
 
-    __slots__ = ("tripwire",)
+    __slots__ = ("actor", "tripwire")
 
-    def __init__(self, tripwire: TripWire) -> None:
+    def __init__(self, tripwire: TripWire, actor: ProcessorActor | None = None) -> None:
         self.tripwire = tripwire
+        self.actor = actor
 
     def __repr__(self) -> str:
         return f"EndRun({self.tripwire!r})"
@@ -251,10 +257,13 @@ class PipelineDriver(Protocol):
 
     ``on_retry_request`` is awaited at the client end, in stream order;
     ``on_error_chunk`` at the entry, before any processor sees the chunk. A driver
-    may also have a plain ``on_terminal(outcome)`` method: it is called at the
-    client end the moment the stream's terminal item (a tripwire or a processor
+    may also have plain methods ``on_terminal(outcome)``, called at the client
+    end the moment the stream's terminal item (a tripwire or a processor
     failure) is reached, before ``on_violation`` is awaited, so the driver can
-    stop producing at once.
+    stop producing at once; and ``on_attempt(marker)``, called when a
+    ``NewAttempt`` reaches the client end (everything before it has been
+    delivered), so the driver can tell which attempt a delivered chunk belongs
+    to.
     """
 
     async def on_retry_request(self, tripwire: TripWire) -> bool:
@@ -510,6 +519,9 @@ class OutputPipeline:
         self._iterator: AsyncIterator[Any] | None = None
         self._stages = [_Stage(a, self) for a in actors if _HOOK in a.spec.hooks]
         self._buffer: deque[Any] = deque()
+        self._pending_terminal: Any = None
+        self._resume: list[tuple[int, Any]] = []  # fused mode: see _chain
+        self._shield_chain = any(stage.is_async for stage in self._stages)
         self._receive: trio.MemoryReceiveChannel[Any] | None = None
         self._source_done = False
         self._finished = False
@@ -601,6 +613,9 @@ class OutputPipeline:
     async def _fill_fused(self) -> None:
         """Pull one source item and run it through every stage (in this task)."""
         assert self._iterator is not None
+        if self._resume:
+            await self._resume_interrupted()
+            return
         try:
             item = await self._iterator.__anext__()
         except StopAsyncIteration:
@@ -623,9 +638,53 @@ class OutputPipeline:
                     stage.new_attempt(item)
             self._buffer.append(item)
             return
-        await self._chain(0, item)
+        if self._shield_chain:
+            await self._shielded(0, item)
+        else:
+            await self._chain(0, item)
+
+    async def _shielded(self, k: int, item: Any) -> None:
+        """``_chain``, shielded from the consumer's cancellation for a grace period.
+
+        A read cancelled while an async hook awaits (a heartbeat timeout around
+        ``__anext__``, say) would cut the hook off half-way. Instead the chunk
+        finishes its way through the processors (its outputs wait in the buffer)
+        and the cancellation takes effect after. The consumer's deadline still
+        holds, ``_CLOSE_GRACE_SECONDS`` late at most: past it the hook is cut off
+        and run again on the next read (``_chain``). An explicit ``cancel()`` of
+        an enclosing scope waits for the hooks of the chunk in flight.
+        """
+        deadline = trio.current_effective_deadline()
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = deadline + _CLOSE_GRACE_SECONDS
+            await self._chain(k, item)
+        if scope.cancelled_caught:
+            # The grace ran out: let the consumer's own cancellation through now
+            # (the interrupted chunk waits in _resume for the next read).
+            await trio.lowlevel.checkpoint()
+
+    async def _resume_interrupted(self) -> None:
+        """Carry on with the chunks a cancelled read left half-way (see
+        ``_chain``), in stream order, before anything new is read."""
+        pending, self._resume = self._resume, []
+        for index, (k, item) in enumerate(pending):
+            try:
+                await self._shielded(k, item)
+            except BaseException:
+                # Cancelled again: _chain queued its own remnants first.
+                self._resume.extend(pending[index + 1 :])
+                raise
 
     async def _chain(self, k: int, item: Any) -> None:
+        """Carry ``item`` through stages k.. into the buffer, depth first.
+
+        If a hook is cut off by cancellation anyway (``_shielded``'s grace ran
+        out), the chunk is not lost: the interrupted stage, and every chunk
+        still to go after it, are queued and run again on the next read, so the
+        interrupted hook is called again with the same chunk (at least once,
+        never skipped). Actors mode has no such case: its stages are only
+        cancelled when the whole pipeline is.
+        """
         stages = self._stages
         n = len(stages)
         while k < n:
@@ -635,12 +694,26 @@ class OutputPipeline:
             if stage.skip_data and item.__class__ is DataChunk:
                 k += 1
                 continue
-            result = await stage.apply(item)
+            try:
+                result = await stage.apply(item)
+            except BaseException:
+                # Offered again on the next read: take it back out of
+                # stream_parts so it is not there twice.
+                if stage.parts and stage.parts[-1] is item:
+                    stage.parts.pop()
+                self._resume.append((k, item))
+                raise
             if result is None or result is _STOP:
                 return
             if result.__class__ is list:
-                for sub in result:
-                    await self._chain(k + 1, sub)
+                for index, sub in enumerate(result):
+                    try:
+                        await self._chain(k + 1, sub)
+                    except BaseException:
+                        self._resume.extend(
+                            (k + 1, rest) for rest in result[index + 1 :]
+                        )
+                        raise
                 return
             item = result
             k += 1
@@ -758,6 +831,12 @@ class OutputPipeline:
     async def __anext__(self) -> Any:
         buffer = self._buffer
         while True:
+            if self._pending_terminal is not None:
+                # The terminal chunk of a read that was cancelled while
+                # on_violation ran: it is still delivered, once.
+                item, self._pending_terminal = self._pending_terminal, None
+                self._delivered += 1
+                return item
             if buffer:
                 item = buffer.popleft()
                 if (
@@ -810,19 +889,21 @@ class OutputPipeline:
         if cls is _Custom:
             return item.chunk  # type: ignore[attr-defined]  # checked by cls
         if cls is _Violation:
-            await item.actor.notify_violation(item.violation)  # type: ignore[attr-defined]
+            await self._notify(item.actor, item.violation)  # type: ignore[attr-defined]
             return None
         if cls is Barrier or cls is _DrainBarrier:
             item.release()  # type: ignore[attr-defined]  # checked by cls
             return None
         if cls is NewAttempt:
+            on_attempt = getattr(self.driver, "on_attempt", None)
+            if on_attempt is not None:
+                on_attempt(item)
             return None
         if cls is _Raise:
             raise item.error  # type: ignore[attr-defined]  # checked by cls
         if cls is EndRun:
-            tripwire = item.tripwire  # type: ignore[attr-defined]  # checked by cls
-            self._finish_terminal(PipelineOutcome("tripwire", tripwire=tripwire))
-            return self._tripwire_chunk(tripwire)
+            assert isinstance(item, EndRun)
+            return await self._deliver_tripwire(item.tripwire, item.actor)
         assert isinstance(item, _End)
         if item.error is not None:
             self._finish_terminal(PipelineOutcome("error", error=item.error))
@@ -837,18 +918,41 @@ class OutputPipeline:
             and await self.driver.on_retry_request(tripwire)
         ):
             return None
-        # The run is over from here: tell the driver first (it stops reading the
-        # model), then await on_violation, then deliver the tripwire chunk.
+        return await self._deliver_tripwire(tripwire, item.actor)
+
+    async def _deliver_tripwire(
+        self, tripwire: TripWire, actor: ProcessorActor | None
+    ) -> TripwireChunk:
+        """The run is over from here: tell the driver first (it stops reading the
+        model), then await on_violation, then deliver the tripwire chunk."""
         self._finish_terminal(PipelineOutcome("tripwire", tripwire=tripwire))
-        await item.actor.notify_violation(
-            ProcessorViolation(
-                processor_id=tripwire.processor_id or item.actor.id,
-                message=tripwire.reason,
-                detail=tripwire.metadata,
-                blocking=True,
+        chunk = self._tripwire_chunk(tripwire)
+        self._pending_terminal = chunk  # delivered even if this read is cancelled
+        if actor is not None:
+            await self._notify(
+                actor,
+                ProcessorViolation(
+                    processor_id=tripwire.processor_id or actor.id,
+                    message=tripwire.reason,
+                    detail=tripwire.metadata,
+                    blocking=True,
+                ),
             )
-        )
-        return self._tripwire_chunk(tripwire)
+        self._pending_terminal = None
+        return chunk
+
+    async def _notify(
+        self, actor: ProcessorActor, violation: ProcessorViolation
+    ) -> None:
+        """Await ``on_violation``. It runs to the end even if the consumer's read
+        is cancelled meanwhile (the marker was taken from the stream, so a
+        cut-off call would be a lost alert), up to the consumer's own deadline
+        plus a grace period."""
+        deadline = trio.current_effective_deadline()
+        with trio.CancelScope(shield=True) as scope:
+            # The consumer's deadline still holds, a grace period late at most.
+            scope.deadline = deadline + _CLOSE_GRACE_SECONDS
+            await actor.notify_violation(violation)
 
     def _tripwire_chunk(self, tripwire: TripWire) -> TripwireChunk:
         return TripwireChunk(

@@ -441,6 +441,8 @@ def read_input_step_result(
             f"returned {value!r}; expected None, a ProcessInputStepResult (or a dict "
             f"of its fields), a list of messages, or the message_list",
         )
+    if isinstance(result, ProcessInputStepResult):
+        _check_step_fields(result, processor_id)
     if (
         isinstance(result, ProcessInputStepResult)
         and result.messages is not None
@@ -466,6 +468,43 @@ def read_input_step_result(
             "and return it (or nothing)",
         )
     return result
+
+
+_STEP_MAPPINGS: Final = ("tools", "provider_options", "model_settings")
+_STEP_SEQUENCES: Final = ("messages", "system_messages", "active_tools")
+
+
+def _check_step_fields(result: ProcessInputStepResult, processor_id: str) -> None:
+    """The fields a step result changes must have the right shape: a wrong one
+    would otherwise fail deep inside the model call, far from its cause."""
+    for name in _STEP_MAPPINGS:
+        value = getattr(result, name)
+        if value is not None and not isinstance(value, Mapping):
+            raise ProcessorContractError(
+                processor_id,
+                "process_input_step",
+                f"returned {name}={value!r}; expected a mapping (or None to keep "
+                f"the step's)",
+            )
+    for name in _STEP_SEQUENCES:
+        value = getattr(result, name)
+        if value is not None and (
+            isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence)
+        ):
+            raise ProcessorContractError(
+                processor_id,
+                "process_input_step",
+                f"returned {name}={value!r}; expected a list (or None to keep the "
+                f"step's)",
+            )
+    if result.active_tools is not None and not all(
+        isinstance(n, str) for n in result.active_tools
+    ):
+        raise ProcessorContractError(
+            processor_id,
+            "process_input_step",
+            f"returned active_tools={result.active_tools!r}; expected tool names",
+        )
 
 
 def read_api_error_result(value: object, processor_id: str) -> bool:

@@ -96,6 +96,7 @@ from ..processors._errors import (
     ConfigurationError,
     ProcessionError,
     ProcessorError,
+    ProviderError,
     ToolArgumentsError,
     TripWire,
 )
@@ -111,6 +112,7 @@ from ..processors._messages import (
     ToolInvocation,
     ToolInvocationPart,
     message_text,
+    new_message_id,
 )
 from ..processors._registration import ProcessorSet, register_processors
 from ..processors._results import (
@@ -212,6 +214,12 @@ class _StepView:
     tool_calls: list[ToolCallChunk] = attrs.Factory(list)
     sources: list[Any] = attrs.Factory(list)
     files: list[Any] = attrs.Factory(list)
+    committed: bool = False
+    """Set once a step kept this attempt (its text is in the result)."""
+    committed_len: int = 0
+    """How many text pieces the kept step holds."""
+    message: Message | None = None
+    """The response message built from this attempt."""
 
     def _block(self, block_id: str) -> list[str]:
         if block_id not in self.reasoning:
@@ -250,7 +258,7 @@ class _StepView:
     def reasoning_value(self) -> str:
         return "".join("".join(v) for v in self.reasoning.values())
 
-    def message(self, model_label: str) -> Message:
+    def build_message(self, model_label: str) -> Message:
         """The assistant message this attempt produced."""
         parts: list[Any] = [StepStartPart(model=model_label)]
         details = [
@@ -415,6 +423,7 @@ class _Run:
         self.current_step: int | None = None  # the attempt in flight, if any
         self.run_scope: trio.CancelScope | None = None
         self.completed = False  # the coordinator reached a terminal on its own
+        self.accepting_retries = False  # inside an attempt, until it is settled
         self.settled = trio.Event()
         self.result: AgentResult | None = None
 
@@ -427,6 +436,13 @@ class _Run:
 
     async def on_retry_request(self, tripwire: TripWire) -> bool:
         """A stream processor asked for a retry (at the client end, in position)."""
+        if not self.accepting_retries:
+            logger.warning(
+                "processor %r requested a retry after the step's chunks were "
+                "settled (e.g. on the finish chunk); treating it as an abort",
+                tripwire.processor_id,
+            )
+            return False
         if not self._may_retry():
             logger.warning(
                 "processor %r requested a retry but the retry budget (%s) is %s; "
@@ -440,6 +456,12 @@ class _Run:
         if self.model_scope is not None:
             self.model_scope.cancel()  # stop reading a response that is rejected
         return True
+
+    def on_attempt(self, marker: NewAttempt) -> None:
+        """A NewAttempt reached the client end: what is delivered from now on
+        belongs to the attempt whose view it carries."""
+        if isinstance(marker.context, _StepView):
+            self.view = marker.context
 
     def on_terminal(self, outcome: Any) -> None:
         """The stream's terminal item reached the client end: stop the model and
@@ -485,6 +507,9 @@ class _Run:
         """Run one non-stream hook with the processor's failure policy; flush its
         custom chunks and violations in order. Raises ``TripWire`` (attributed) or
         ``_Terminal`` (the hook failed and its policy is "raise")."""
+        # The run may have ended at the client end (a stream tripwire) while we
+        # ran synchronously: no hook runs after that.
+        await trio.lowlevel.checkpoint_if_cancelled()
         emitter = _HookEmitter()
         args = make_args(self._base_args(actor, emitter))
         try:
@@ -557,7 +582,9 @@ class _Run:
                 await self._input_phase(send)
                 await send.send(StartChunk(run_id=self.run_id))
                 await self._steps(send)
-                await self._output_result(send)
+                # Mastra 1I.67: process_output_result runs once the final finish
+                # chunk has been through the output processors (a processor may
+                # flush held-back text on it).
                 await send.send(
                     FinishChunk(
                         payload=FinishPayload(
@@ -567,6 +594,9 @@ class _Run:
                         run_id=self.run_id,
                     )
                 )
+                await self._settle_stream(send)
+                self._late_text()
+                await self._output_result(send)
                 self.completed = True
             except _Terminal as end:
                 await self._end(send, end)
@@ -576,8 +606,17 @@ class _Run:
                 # MessageList, a bad model id...): the run fails with that error.
                 await self._end(send, _Terminal(error=exc))
                 self.completed = True
+            except Exception as exc:
+                # Anything else is a bug (ours or a processor's that slipped past
+                # the contract checks): the run fails with it rather than tearing
+                # the caller's block down with an exception group.
+                logger.exception("run %s failed unexpectedly", self.run_id)
+                await self._end(send, _Terminal(error=exc))
+                self.completed = True
 
     async def _end(self, send: trio.MemorySendChannel[Any], end: _Terminal) -> None:
+        # An earlier terminal at the client end wins; this one is moot.
+        await trio.lowlevel.checkpoint_if_cancelled()
         self.ended = True
         if end.tripwire is not None:
             tripwire = end.tripwire
@@ -586,16 +625,9 @@ class _Run:
             actor = self.actors.get(tripwire.processor_id or "")
             if actor is None and self.prepare_actor is not None:
                 actor = self.prepare_actor
-            if actor is not None:
-                await actor.notify_violation(
-                    ProcessorViolation(
-                        processor_id=tripwire.processor_id or actor.id,
-                        message=tripwire.reason,
-                        detail=tripwire.metadata,
-                        blocking=True,
-                    )
-                )
-            await send.send(EndRun(tripwire))
+            # on_violation is awaited at the client end, and only if this
+            # tripwire wins there (an earlier one in the stream may have).
+            await send.send(EndRun(tripwire, actor))
         else:
             self.outcome_error = end.error
             self.finish_reason = "error"
@@ -671,18 +703,23 @@ class _Run:
             self.message_list.clear_system_messages(RETRY_FEEDBACK_TAG)
             if self.feedback is not None:
                 self.message_list.add_system(self.feedback, tag=RETRY_FEEDBACK_TAG)
-            self.view = _StepView()
+            # The client end switches to this view when the NewAttempt reaches it
+            # (on_attempt), so chunks are counted to the attempt they belong to.
+            view = _StepView()
             self.stream_retry = None
+            self.accepting_retries = True
             # A retried attempt is discarded first; its step-retry chunk belongs to
             # the new attempt (it would be dropped with the old one otherwise).
             await send.send(
-                NewAttempt(self.retry_count, discard=step_retry is not None)
+                NewAttempt(
+                    self.retry_count, discard=step_retry is not None, context=view
+                )
             )
             if step_retry is not None:
                 await send.send(step_retry)
                 step_retry = None
             try:
-                more = await self._attempt(send, step_number)
+                more = await self._attempt(send, step_number, view)
             except _Retry as retry:
                 self._record_rejected(step_number, retry.tripwire)
                 self.retry_count += 1
@@ -701,6 +738,9 @@ class _Run:
             # SPEC §2.5: the feedback goes once a step succeeds.
             self.feedback = None
             self.message_list.clear_system_messages(RETRY_FEEDBACK_TAG)
+            # Every chunk of the step has been decided (the last barrier): a
+            # retry asked for on a later chunk (finish, say) cannot be granted.
+            self.accepting_retries = False
             if not more:
                 return
 
@@ -722,31 +762,57 @@ class _Run:
         )
 
     async def _attempt(
-        self, send: trio.MemorySendChannel[Any], step_number: int
+        self, send: trio.MemorySendChannel[Any], step_number: int, view: _StepView
     ) -> bool:
         """One attempt at step ``step_number``. Returns whether another step
-        follows. Raises ``_Retry`` or ``_Terminal``."""
+        follows. Raises ``_Retry`` or ``_Terminal``.
+
+        Chunk order: step-start, the model's chunks, step-finish; then (once the
+        client end has decided everything before) the step's hooks, its tools
+        and their tool-result chunks.
+        """
         self.current_step = step_number
+        retries_before = self.retry_count
         config = await self._input_step(send, step_number)
+        if self.retry_count != retries_before:
+            # The input chain retried: hooks downstream see the new count.
+            await send.send(NewAttempt(self.retry_count, discard=False, context=view))
         prompt = self.message_list.get.all.prompt()
         prompt, cached = await self._llm_request(send, step_number, config, prompt)
-        await send.send(StepStartChunk(payload=StepStartPayload(), run_id=self.run_id))
+        response_id = new_message_id()
+        await send.send(
+            StepStartChunk(
+                payload=StepStartPayload(message_id=response_id), run_id=self.run_id
+            )
+        )
         raw, finish = await self._model_call(send, step_number, config, prompt, cached)
-        # Everything of this attempt has reached the client end: in-band signals
-        # raised on its chunks have been decided.
-        barrier = Barrier()
-        await send.send(barrier)
-        await barrier.wait()
-        if self.stream_retry is not None:
-            raise _Retry(self.stream_retry)
+        # Tokens are spent whether or not the attempt is kept.
         self.usage = _add_usage(self.usage, finish.usage)
+        finish_reason = finish.finish_reason
+        called_tools = any(c.__class__ is ToolCallChunk for c in raw)
+        await send.send(
+            StepFinishChunk(
+                payload=StepFinishPayload(
+                    step_result=StepResultInfo(
+                        reason=finish_reason, is_continued=called_tools or None
+                    ),
+                    output=StepOutput(usage=finish.usage),
+                    message_id=response_id,
+                ),
+                run_id=self.run_id,
+            )
+        )
+        # Everything of this attempt, step-finish included, has reached the client
+        # end: in-band signals raised on its chunks have been decided, and the
+        # view holds what the client saw (a processor may flush on step-finish).
+        await self._settle_stream(send)
         await self._llm_response(send, step_number, config, raw, finish, cached)
 
-        view = self.view
         self.message_list.mark_response_message_boundary()
-        message = view.message(f"{config.model.provider}/{config.model.model_id}")
+        message = view.build_message(f"{config.model.provider}/{config.model.model_id}")
+        message.id = response_id
+        view.message = message
         self.message_list.add(message, "response")
-        response_id = message.id
         tool_calls = [
             ToolCallInfo(
                 tool_call_id=c.payload.tool_call_id,
@@ -756,7 +822,6 @@ class _Run:
             )
             for c in view.tool_calls
         ]
-        finish_reason = finish.finish_reason
         current = StepResult(
             step_number=step_number,
             text=view.text_value,
@@ -774,6 +839,12 @@ class _Run:
         try:
             await self._output_step(send, step_number, current, tool_calls)
             tool_results = await self._run_tools(send, step_number, config, tool_calls)
+            if tool_calls:
+                # A stream processor may ask for a retry on a tool-result chunk.
+                await self._settle_stream(send)
+        except _Retry:
+            self.message_list.remove_by_ids([response_id])
+            raise
         except TripWire as tripwire:
             self.message_list.remove_by_ids([response_id])
             if tripwire.retry and self._may_retry():
@@ -794,47 +865,68 @@ class _Run:
             raise _Terminal(tripwire=tripwire) from None
         self.steps.append(attrs.evolve(current, tool_results=tuple(tool_results)))
         self.all_text.append(view.text_value)
-        more = bool(tool_calls) and finish_reason != "length"
-        await send.send(
-            StepFinishChunk(
-                payload=StepFinishPayload(
-                    step_result=StepResultInfo(
-                        reason=finish_reason, is_continued=more or None
-                    ),
-                    output=StepOutput(text=view.text_value, usage=finish.usage),
-                    message_id=response_id,
-                ),
-                run_id=self.run_id,
-            )
-        )
+        view.committed = True
+        view.committed_len = len(view.text)
         self.finish_reason = finish_reason
-        return more
+        return bool(tool_calls) and finish_reason != "length"
+
+    def _late_text(self) -> None:
+        """Text the client received after the last step was kept (a processor
+        that flushed on ``finish``) belongs to that step: add it."""
+        view = self.view
+        if not view.committed or len(view.text) <= view.committed_len:
+            return
+        late = "".join(view.text[view.committed_len :])
+        view.committed_len = len(view.text)
+        self.all_text.append(late)
+        if view.message is not None:
+            view.message.content.parts.append(TextPart(text=late))
+        for index in range(len(self.steps) - 1, -1, -1):
+            if self.steps[index].finish_reason != "retry":
+                step = self.steps[index]
+                self.steps[index] = attrs.evolve(step, text=step.text + late)
+                break
+
+    async def _settle_stream(self, send: trio.MemorySendChannel[Any]) -> None:
+        """Wait until everything sent so far has reached the client end; then
+        act on a retry a stream processor asked for meanwhile."""
+        barrier = Barrier()
+        await send.send(barrier)
+        await barrier.wait()
+        if self.stream_retry is not None:
+            raise _Retry(self.stream_retry)
 
     async def _input_step(
         self, send: trio.MemorySendChannel[Any], step_number: int
     ) -> _StepConfig:
-        config = _StepConfig(
-            model=self.model,
-            tools=self.tools,
-            tool_choice=self.tool_choice,
-            active_tools=self.active_tools,
-            provider_options=self.provider_options,
-            model_settings=self.model_settings,
-            structured_output=None,
-        )
+        """Chain ``process_input_step`` over the input lane, then ``prepare_step``.
+        A retry re-runs the chain from the step's starting configuration and
+        system messages, with the feedback (SPEC §2.4); in-place edits of the
+        conversation made by the rejected pass stay (they are the conversation).
+        """
         actors = self._lane("process_input_step", "input")
         if self.prepare_actor is not None:
             actors.append(self.prepare_actor)
+        system = self.message_list.snapshot_system_messages()
         while True:
+            config = _StepConfig(
+                model=self.model,
+                tools=self.tools,
+                tool_choice=self.tool_choice,
+                active_tools=self.active_tools,
+                provider_options=self.provider_options,
+                model_settings=self.model_settings,
+                structured_output=None,
+            )
             try:
                 for actor in actors:
                     await self._one_input_step(send, actor, step_number, config)
                 return config
             except TripWire as tripwire:
                 if tripwire.retry and self._may_retry():
-                    # SPEC §2.4: re-run this step's input chain with the feedback.
                     self.retry_count += 1
                     self.feedback = _feedback(tripwire.reason)
+                    self.message_list.restore_system_messages(system)
                     self.message_list.clear_system_messages(RETRY_FEEDBACK_TAG)
                     self.message_list.add_system(self.feedback, tag=RETRY_FEEDBACK_TAG)
                     continue
@@ -883,8 +975,14 @@ class _Run:
         if result.message_list is not None and result.message_list is not ml:
             read_message_result(result.message_list, actor.id, "process_input_step", ml)
         if result.system_messages is not None:
+            # args.system_messages showed every system message, tagged ones
+            # (e.g. retry feedback) included; those keep their tags and are not
+            # added again from the returned list.
             tagged = ml.get_tagged_system_messages()
-            ml.replace_all_system_messages(list(result.system_messages))
+            kept = {m.content for bucket in tagged.values() for m in bucket}
+            ml.replace_all_system_messages(
+                [m for m in result.system_messages if _system_text(m) not in kept]
+            )
             for tag, bucket in tagged.items():
                 ml.add_system(bucket, tag=tag)
         if result.model is not None:
@@ -970,6 +1068,10 @@ class _Run:
                 self.model_scope = scope
                 async with config.model.stream(request) as response:
                     async for chunk in response:
+                        if chunk.__class__ is ErrorChunk:
+                            # A model that reports a failure as a chunk rather
+                            # than raising: the same path as a raised error.
+                            raise _error_from_chunk(chunk)
                         raw.append(chunk)
                         if self.ended:
                             self.model_chunks_after_end += 1
@@ -988,6 +1090,13 @@ class _Run:
             return raw, finish
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise  # the client end is gone: the run is being torn down
+        except ProcessionError as exc:
+            self.model_scope = None
+            if not isinstance(exc, ProviderError):
+                # Not an API failure (a missing key, a malformed request...):
+                # error processors are not asked and nothing is retried.
+                raise _Terminal(error=exc) from exc
+            await self._api_error(send, step_number, exc)
         except Exception as exc:
             self.model_scope = None
             await self._api_error(send, step_number, exc)
@@ -1006,11 +1115,7 @@ class _Run:
     ) -> NoReturn:
         """The model call failed: let what was sent settle, then ask the error
         processors (input, output, then error lane; the first ``retry`` wins)."""
-        barrier = Barrier()
-        await send.send(barrier)
-        await barrier.wait()
-        if self.stream_retry is not None:
-            raise _Retry(self.stream_retry)
+        await self._settle_stream(send)
         ml = self.message_list
         retry_by: str | None = None
         for actor in self._lane("process_api_error", "input", "output", "error"):
@@ -1150,7 +1255,14 @@ class _Run:
                 nursery.start_soon(run_one, index, call)
 
         results: list[ToolResultInfo] = []
-        for call, (ok, value, custom) in zip(calls, outcomes, strict=True):
+        for index, (call, (ok, value, custom)) in enumerate(
+            zip(calls, outcomes, strict=True)
+        ):
+            if index:
+                # As in a sequential run, the previous tool-result chunk has been
+                # through the output processors (which may end the run or ask a
+                # retry) before the next process_tool_result runs.
+                await self._settle_stream(send)
             for chunk in custom:
                 await send.send(self._stamp(chunk))  # tool data reaches processors
             if not ok:
@@ -1284,6 +1396,7 @@ class _Run:
         error = self.outcome_error
         finish_reason = self.finish_reason
         all_text = list(self.all_text)
+        in_flight = not self.view.committed  # the client saw it; no step kept it
         if pipeline is not None and pipeline.outcome is not None:
             outcome = pipeline.outcome
             if outcome.kind == "tripwire" and outcome.tripwire is not None:
@@ -1293,10 +1406,12 @@ class _Run:
                     # Tripped in the stream: the attempt in flight ends here. Its
                     # text up to the blocked chunk stays in the result (Mastra
                     # 1F.43); the step itself reads empty, like every tripped step.
-                    all_text.append(self.view.text_value)
-                    recorded = {s.step_number for s in self.steps if s.tripwire is None}
-                    if self.current_step is not None and (
-                        self.current_step not in recorded
+                    if in_flight:
+                        all_text.append(self.view.text_value)
+                    if self.current_step is not None and not any(
+                        s.step_number == self.current_step
+                        and s.finish_reason != "retry"
+                        for s in self.steps
                     ):
                         self.steps.append(
                             StepResult(
@@ -1315,6 +1430,8 @@ class _Run:
                 finish_reason = "error"
         if aborted and tripwire is None and error is None:
             finish_reason = "aborted"
+            if in_flight:
+                all_text.append(self.view.text_value)  # what the client saw
         text = self.final_text if self.final_text is not None else "".join(all_text)
         self.result = AgentResult(
             run_id=self.run_id,
@@ -1343,6 +1460,18 @@ class _Run:
         return self.result
 
 
+def _system_text(message: Any) -> str | None:
+    """The text of a system message in any accepted form (None if unknown)."""
+    if isinstance(message, SystemMessage):
+        return message.content
+    if isinstance(message, str):
+        return message
+    if isinstance(message, Mapping):
+        content = message.get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
 def _set_invocation(
     ml: MessageList, call: ToolCallInfo, state: Any, **fields: Any
 ) -> None:
@@ -1358,6 +1487,22 @@ def _set_invocation(
             ),
             provider_executed=call.provider_executed,
         )
+    )
+
+
+def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
+    """A ``ProviderError`` for an ``error`` chunk a model yielded. The body has
+    the shape of a streamed error event (``{"type": "error", "error": ...}``) so
+    error processors that match those (the OpenAI Responses matcher) see it."""
+    error = chunk.payload.error
+    if isinstance(error, ProviderError):
+        return error
+    message = error.get("message") if isinstance(error, Mapping) else None
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return ProviderError(
+        str(message or error),
+        body={"type": "error", "error": error},
+        code=code if isinstance(code, str) else None,
     )
 
 
@@ -1409,7 +1554,7 @@ class AgentStream:
             raise StopAsyncIteration
         if self._cancelled:
             self._done = True
-            self._run.settle(aborted=True, pipeline=None)
+            self._run.settle(aborted=True, pipeline=self._pipeline)
             return AbortChunk(run_id=self._run.run_id)
         try:
             chunk = await self._pipeline.__anext__()
