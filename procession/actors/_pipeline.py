@@ -75,7 +75,11 @@ from ..processors._context import (
     RequestContext,
     TracingContext,
 )
-from ..processors._contract import ProcessOutputStreamArgs, stream_result_error
+from ..processors._contract import (
+    ProcessOutputStreamArgs,
+    stream_result_error,
+    tripwire_in,
+)
 from ..processors._errors import (
     ConfigurationError,
     ProcessorError,
@@ -413,10 +417,10 @@ class _Stage:
         except BaseExceptionGroup as group:
             # A hook that ran its own nursery may raise its abort inside a group.
             # Cancellation (or anything else) in the group must propagate.
-            tripwires, rest = group.split(TripWire)
-            if rest is not None or tripwires is None:
+            found = tripwire_in(group)
+            if found is None:
                 raise
-            return self._tripped(_first_tripwire(tripwires))
+            return self._tripped(found)
         finally:
             actor.release_turn()
         if result is item or result is None or result.__class__ in _CHUNK_SET:
@@ -462,14 +466,6 @@ class _Stage:
         self.stopped = True
         self.out.append(_End(self.actor, error=error))
         return _STOP
-
-
-def _first_tripwire(group: BaseExceptionGroup[TripWire]) -> TripWire:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            return _first_tripwire(exc)
-        return exc
-    raise AssertionError("empty exception group")  # split() never returns one
 
 
 _CHUNK_SET: Final = frozenset(_CHUNK_CLASSES)

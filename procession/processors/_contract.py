@@ -70,6 +70,7 @@ __all__ = [
     "Processor",
     "ProcessorMessageResult",
     "default_abort_reason",
+    "tripwire_in",
 ]
 
 OnError: TypeAlias = Literal["raise", "pass", "block"]
@@ -596,6 +597,26 @@ def stream_result_error(processor_id: str, result: object) -> ProcessorContractE
         "process_output_stream",
         f"returned {result!r}; expected a chunk, None (drop) or a list of chunks",
     )
+
+
+def tripwire_in(group: BaseExceptionGroup[Any]) -> TripWire | None:
+    """The ``TripWire`` a hook raised inside an exception group (its own nursery),
+    or None.
+
+    An abort wins over plain errors raised beside it (SPEC §2.2: a tripwire is
+    never swallowed), but not over cancellation or other ``BaseException``s,
+    which must propagate: then None is returned and the caller re-raises.
+    """
+    tripwires, rest = group.split(TripWire)
+    if tripwires is None:
+        return None
+    if rest is not None and rest.split(Exception)[1] is not None:
+        return None  # Cancelled, KeyboardInterrupt...: let it through
+    first: BaseException = tripwires
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, TripWire)
+    return first
 
 
 # --- calling hooks ---------------------------------------------------------------

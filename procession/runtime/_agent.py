@@ -91,6 +91,7 @@ from ..processors._contract import (
     read_input_step_result,
     read_llm_request_result,
     read_message_result,
+    tripwire_in,
 )
 from ..processors._errors import (
     ConfigurationError,
@@ -516,13 +517,10 @@ class _Run:
             try:
                 result = await actor.call(hook, args)
             except BaseExceptionGroup as group:
-                tripwires, rest = group.split(TripWire)
-                if rest is not None or tripwires is None:
+                tripwire = tripwire_in(group)
+                if tripwire is None:
                     raise
-                first: BaseException = tripwires
-                while isinstance(first, BaseExceptionGroup):
-                    first = first.exceptions[0]
-                raise first from None
+                raise tripwire from None
         except TripWire as tripwire:
             if tripwire.processor_id is None:
                 tripwire.processor_id = actor.id

@@ -33,6 +33,7 @@ from ..processors._contract import (
     ProcessOutputStreamArgs,
     call_hook,
     stream_result_error,
+    tripwire_in,
 )
 from ..processors._errors import ProcessorError, TripWire
 from ..processors._registration import ProcessorSpec, register_processors
@@ -131,14 +132,10 @@ class _Run:
         except TripWire as tripwire:
             raise self._tripped(spec, tripwire) from None
         except BaseExceptionGroup as group:
-            tripwires, rest = group.split(TripWire)
-            if rest is not None or tripwires is None:
+            found = tripwire_in(group)
+            if found is None:
                 raise
-            first: BaseException = tripwires
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
-            assert isinstance(first, TripWire)
-            raise self._tripped(spec, first) from None
+            raise self._tripped(spec, found) from None
         except Exception as exc:
             result = self._failed(spec, exc, chunk)
         else:

@@ -1,0 +1,66 @@
+"""A TripWire raised inside a hook's own nursery, next to other exceptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from procession.actors import ExecutionMode, open_output_pipeline
+from procession.chunks import text_delta
+from procession.processors import TripWire
+from procession.processors._contract import tripwire_in
+
+
+def test_an_abort_wins_over_plain_errors_beside_it() -> None:
+    tripwire = TripWire("stop", processor_id="p")
+    group = BaseExceptionGroup("nursery", [ValueError("x"), tripwire])
+    assert tripwire_in(group) is tripwire
+
+
+def test_an_abort_in_a_nested_group_is_found() -> None:
+    tripwire = TripWire("stop")
+    group = BaseExceptionGroup("outer", [BaseExceptionGroup("inner", [tripwire])])
+    assert tripwire_in(group) is tripwire
+
+
+def test_cancellation_beside_an_abort_is_not_swallowed() -> None:
+    group = BaseExceptionGroup("nursery", [KeyboardInterrupt(), TripWire("stop")])
+    assert tripwire_in(group) is None
+
+
+def test_a_group_without_an_abort_has_none() -> None:
+    assert tripwire_in(BaseExceptionGroup("nursery", [ValueError("x")])) is None
+
+
+@pytest.mark.parametrize("mode", ["fused", "actors"])
+async def test_a_stage_honours_an_abort_raised_beside_a_plain_error(
+    mode: ExecutionMode,
+) -> None:
+    class Both:
+        id = "both"
+
+        async def process_output_stream(self, args: Any) -> Any:
+            if args.part.payload.text == "b":
+
+                async def fail() -> None:
+                    raise ValueError("side task broke")
+
+                async def block() -> None:
+                    args.abort("blocked b")
+
+                # Both children raise in the same round: a group of both.
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(fail)
+                    nursery.start_soon(block)
+            return args.part
+
+    async def source() -> Any:
+        for text in "abc":
+            yield text_delta(text)
+
+    async with open_output_pipeline([Both()], source(), mode=mode) as stream:
+        chunks = [chunk async for chunk in stream]
+    assert [c.type for c in chunks] == ["text-delta", "tripwire"]
+    assert chunks[-1].payload.reason == "blocked b"
