@@ -517,7 +517,7 @@ class OutputPipeline:
         self._buffer: deque[Any] = deque()
         self._pending_terminal: Any = None
         self._resume: list[tuple[int, Any]] = []  # fused mode: see _chain
-        self._shield_chain = any(stage.is_async for stage in self._stages)
+        self._shield_chain = False  # set once a read is cancelled mid-chain
         self._receive: trio.MemoryReceiveChannel[Any] | None = None
         self._source_done = False
         self._finished = False
@@ -642,13 +642,14 @@ class OutputPipeline:
     async def _shielded(self, k: int, item: Any) -> None:
         """``_chain``, shielded from the consumer's cancellation for a grace period.
 
-        A read cancelled while an async hook awaits (a heartbeat timeout around
-        ``__anext__``, say) would cut the hook off half-way. Instead the chunk
-        finishes its way through the processors (its outputs wait in the buffer)
-        and the cancellation takes effect after. The consumer's deadline still
-        holds, ``_CLOSE_GRACE_SECONDS`` late at most: past it the hook is cut off
-        and run again on the next read (``_chain``). An explicit ``cancel()`` of
-        an enclosing scope waits for the hooks of the chunk in flight.
+        Used once a read of this pipeline was cancelled while a hook awaited (a
+        heartbeat timeout around ``__anext__``, say): that hook was cut off and
+        is run again with the same chunk (at least once), and from then on a
+        chunk finishes its way through the processors (its outputs wait in the
+        buffer) before the cancellation takes effect. The consumer's deadline
+        still holds, ``_CLOSE_GRACE_SECONDS`` late at most; an explicit
+        ``cancel()`` of an enclosing scope waits for the hooks of the chunk in
+        flight. Consumers that never cancel a read pay nothing for this.
         """
         deadline = trio.current_effective_deadline()
         with trio.CancelScope(shield=True) as scope:
@@ -698,6 +699,9 @@ class OutputPipeline:
                 if stage.parts and stage.parts[-1] is item:
                     stage.parts.pop()
                 self._resume.append((k, item))
+                # This consumer cancels its reads: from now on chunks finish their
+                # way through the processors first (see _shielded).
+                self._shield_chain = True
                 raise
             if result is None or result is _STOP:
                 return
