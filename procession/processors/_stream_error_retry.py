@@ -215,14 +215,22 @@ def is_retryable_openai_responses_stream_error(error: object) -> bool:
     """Whether ``error`` is a transient OpenAI Responses stream error.
 
     The event is looked for on ``error`` itself (a mapping, or an object with
-    ``type`` / ``error`` / ``response`` attributes) and in its ``body`` (our
-    ``ProviderError.body``; a dict, or a JSON string). Its error object is
+    ``type`` / ``error`` / ``response`` attributes) and, when no HTTP status came
+    with it, in its ``body`` (our ``ProviderError.body``; a dict, or a JSON
+    string). Its error object is
     retryable when its ``code`` (or, if ``code`` is not a string, its ``type``),
     lower-cased, contains one of ``RETRYABLE_OPENAI_ERROR_CODES``, or its
     ``message`` says "you can retry your request". Only this node is inspected;
     the processor walks the cause chain.
     """
-    for candidate in (error, _json_object(_get(error, "body"))):
+    candidates: list[object] = [error]
+    if _get(error, "status_code") is None:
+        # A body is a stream event only when no HTTP status came with it: an
+        # HTTP error body that happens to look alike (Anthropic's
+        # {"type": "error", "error": {"type": "rate_limit_error"}}) is the
+        # provider's own business, judged by its retry metadata.
+        candidates.append(_json_object(_get(error, "body")))
+    for candidate in candidates:
         payload = _openai_payload(candidate)
         if payload is not None and _retryable_payload(payload):
             return True

@@ -392,9 +392,14 @@ def _prompt(
                 )
             )
         elif isinstance(message, PromptUserMessage):
+            # The API rejects empty text blocks (and a turn with none left).
             add(
                 "user",
-                [_user_block(p, index) for p in message.content],
+                [
+                    _user_block(p, index)
+                    for p in message.content
+                    if not isinstance(p, PromptTextPart) or p.text.strip()
+                ],
                 message.provider_options,
             )
         elif isinstance(message, PromptToolMessage):
@@ -410,7 +415,32 @@ def _prompt(
             raise MessageFormatError(
                 f"prompt message #{index} is not a prompt message: {message!r}"
             )
+    _fix_assistant_turns(messages)
     return system, messages
+
+
+def _fix_assistant_turns(messages: list[dict[str, Any]]) -> None:
+    """What the API insists on for assistant turns.
+
+    * Signed thinking blocks lead their turn (two adjacent assistant messages
+      merged into one turn could put text before them).
+    * A final assistant turn (a prefill) must not end in whitespace.
+    """
+    thinking = ("thinking", "redacted_thinking")
+    for turn in messages:
+        if turn["role"] == "assistant":
+            blocks = turn["content"]
+            turn["content"] = [b for b in blocks if b.get("type") in thinking] + [
+                b for b in blocks if b.get("type") not in thinking
+            ]
+    if messages and messages[-1]["role"] == "assistant":
+        last = messages[-1]["content"][-1]
+        if last.get("type") == "text":
+            last["text"] = last["text"].rstrip()
+            if not last["text"]:
+                messages[-1]["content"].pop()
+                if not messages[-1]["content"]:
+                    messages.pop()
 
 
 def _user_block(part: PromptTextPart | PromptFilePart, index: int) -> dict[str, Any]:
@@ -579,7 +609,11 @@ class AnthropicResponse(ProviderResponse):
             if "stop_reason" in delta:
                 self._stop_reason = get_str(delta, "stop_reason")
                 self._stop_sequence = get_str(delta, "stop_sequence")
-            self._usage.update(get_dict(data, "usage"))
+            # Counts are cumulative; a null means "not reported here", not zero,
+            # so it must not wipe what message_start said.
+            self._usage.update(
+                {k: v for k, v in get_dict(data, "usage").items() if v is not None}
+            )
         elif name == "message_stop":
             self._stopped = True
 

@@ -873,6 +873,10 @@ class OpenAIResponsesResponse(ProviderResponse):
         self._terminal: dict[str, Any] | None = None
 
     def _on_event(self, event: ServerSentEvent) -> None:
+        if self._terminal is not None or event.data.strip() == "[DONE]":
+            # Some compatible servers end with a Chat-style [DONE] (the openai
+            # SDK stops on one too); nothing after the terminal event counts.
+            return
         payload = as_dict(event.json())
         kind = get_str(payload, "type") or event.event or ""
         if kind == "error" or kind == "response.failed":
