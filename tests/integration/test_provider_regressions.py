@@ -183,3 +183,45 @@ async def test_anthropic_request_shape_rules() -> None:
         "role": "assistant",
         "content": [{"type": "text", "text": "It is"}],
     }
+
+
+async def test_a_chat_body_cut_after_finish_reason_is_incomplete() -> None:
+    """We always ask for include_usage: a body that ends after finish_reason but
+    before the usage chunk and [DONE] was cut off."""
+    from procession import ProviderError
+    from procession.runtime.providers import OpenAIChatModel
+    from procession.testing.fake_provider import Fault
+
+    with trio.fail_after(10):
+        async with (
+            open_fake_provider(
+                [Stream.text("a", "b", fault=Fault(truncate_after=4))]
+            ) as server,
+            OpenAIChatModel(
+                "gpt-test", api_key="k", base_url=server.openai_base_url
+            ) as model,
+        ):
+            with pytest.raises(ProviderError, match="usage chunk and \\[DONE\\]"):
+                async with model.stream(HI) as response:
+                    _ = [chunk async for chunk in response]
+
+
+async def test_responses_reasoning_left_open_is_closed_at_the_end() -> None:
+    events = [
+        e
+        for e in responses_events(Stream.thinking("hmm") + Stream.text("ok"), model="m")
+        if "reasoning_summary_text.done" not in e
+        and "reasoning_summary_part.done" not in e
+        and not ("output_item.done" in e and '"type":"reasoning"' in e)
+    ]
+    with trio.fail_after(10):
+        async with (
+            open_fake_provider([Stream.raw(events)]) as server,
+            OpenAIResponsesModel(
+                "m", api_key="k", base_url=server.openai_base_url
+            ) as model,
+            model.stream(HI) as response,
+        ):
+            types = [chunk.type async for chunk in response]
+    assert types.count("reasoning-start") == 1
+    assert types.count("reasoning-end") == 1

@@ -636,8 +636,10 @@ class OpenAIChatResponse(ProviderResponse):
             )
 
     def _on_end(self) -> None:
-        if not self._saw_done and self._finish_reason is None:
-            raise incomplete_stream(self.provider, "a finish_reason or [DONE]")
+        if not self._saw_done and (self._finish_reason is None or self._usage is None):
+            # We always ask for include_usage, so a body that ends after the
+            # finish_reason but before the usage chunk and [DONE] was cut off.
+            raise incomplete_stream(self.provider, "the usage chunk and [DONE]")
         self._close_blocks()
         reason = self._finish_reason
         usage = self._usage or {}
@@ -1015,6 +1017,9 @@ class OpenAIResponsesResponse(ProviderResponse):
         for text_id in sorted(self._open_text):
             self._emit(TextEndChunk(payload=TextEndPayload(id=text_id)))
         self._open_text.clear()
+        for item_id in sorted(self._open_reasoning):
+            self._emit(ReasoningEndChunk(payload=ReasoningEndPayload(id=item_id)))
+        self._open_reasoning.clear()
         response = get_dict(terminal, "response")
         incomplete = get_str(get_dict(response, "incomplete_details"), "reason")
         if incomplete == "max_output_tokens":
