@@ -792,8 +792,8 @@ class OutputPipeline:
     async def _stage_item(self, stage: _Stage, item: Any, out: list[Any]) -> None:
         if isinstance(item, _Marker):
             cls = item.__class__
-            if cls is NewAttempt:
-                stage.new_attempt(item)  # type: ignore[arg-type]  # checked by cls
+            if isinstance(item, NewAttempt):
+                stage.new_attempt(item)
                 out.append(item)
             elif (
                 cls is Barrier or cls is _DrainBarrier or cls is EndRun or cls is _Raise
@@ -801,9 +801,9 @@ class OutputPipeline:
                 out.append(item)  # never discarded
             elif stage.stopped or stage.discarding:
                 pass  # after this stage's cut: the earliest signal already won
-            elif cls is _End:
+            elif isinstance(item, _End):
                 out.append(item)
-                if item.is_retry:  # type: ignore[attr-defined]  # checked by cls
+                if item.is_retry:
                     stage.discarding = True
                 else:
                     stage.stopped = True
@@ -883,26 +883,24 @@ class OutputPipeline:
 
     async def _client_marker(self, item: _Marker) -> Any:
         """Act on a marker at the client end; return a chunk to deliver, if any."""
-        cls = item.__class__
         if self._finished:
             return None
-        if cls is _Custom:
-            return item.chunk  # type: ignore[attr-defined]  # checked by cls
-        if cls is _Violation:
-            await self._notify(item.actor, item.violation)  # type: ignore[attr-defined]
+        if isinstance(item, Deliver):
+            return item.chunk
+        if isinstance(item, _Violation):
+            await self._notify(item.actor, item.violation)
             return None
-        if cls is Barrier or cls is _DrainBarrier:
-            item.release()  # type: ignore[attr-defined]  # checked by cls
+        if isinstance(item, Barrier):  # _DrainBarrier too
+            item.release()
             return None
-        if cls is NewAttempt:
+        if isinstance(item, NewAttempt):
             on_attempt = getattr(self.driver, "on_attempt", None)
             if on_attempt is not None:
                 on_attempt(item)
             return None
-        if cls is _Raise:
-            raise item.error  # type: ignore[attr-defined]  # checked by cls
-        if cls is EndRun:
-            assert isinstance(item, EndRun)
+        if isinstance(item, _Raise):
+            raise item.error
+        if isinstance(item, EndRun):
             return await self._deliver_tripwire(item.tripwire, item.actor)
         assert isinstance(item, _End)
         if item.error is not None:

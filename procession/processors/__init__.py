@@ -96,7 +96,7 @@ from ._stream_error_retry import StreamErrorRetryProcessor as StreamErrorRetryPr
 from ._stream_error_retry import get_retry_after_ms as get_retry_after_ms
 from ._stream_error_retry import is_bad_request_error as is_bad_request_error
 from ._stream_error_retry import (
-    is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501
+    is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
 )
 from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
 

@@ -421,7 +421,7 @@ def test_a_malformed_step_result_fails_the_run_with_a_typed_error(
         id = "bad"
 
         def process_input_step(self, args: Any) -> Any:
-            return ProcessInputStepResult(model_settings=42)  # type: ignore[arg-type]
+            return ProcessInputStepResult(model_settings=42)  # type: ignore[arg-type]  # the bad value under test
 
     async def main() -> Any:
         model = ScriptedModel(["x"])

@@ -89,7 +89,7 @@ async def post(server: FakeProvider, path: str, body: dict[str, Any]) -> bytes:
 
 async def wait_until_closed(server: FakeProvider, index: int = 0) -> None:
     # The log has no event to wait on; poll (bounded by the test's fail_after).
-    while server.connections[index].closed_at is None:  # noqa: ASYNC110
+    while server.connections[index].closed_at is None:  # noqa: ASYNC110 - polls the server log, which has no event
         await trio.sleep(0.01)
 
 

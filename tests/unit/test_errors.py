@@ -200,7 +200,7 @@ def test_provider_error_keeps_the_original_as_cause() -> None:
 def test_provider_error_rejects_non_str_headers() -> None:
     """Header values must be str (a non-str raises TypeError naming it)."""
     with pytest.raises(TypeError, match=r"must be str, got 'Retry-After': 5"):
-        ProviderError("x", headers={"Retry-After": 5})  # type: ignore[dict-item]
+        ProviderError("x", headers={"Retry-After": 5})  # type: ignore[dict-item]  # the bad value under test
 
 
 # --- Headers ----------------------------------------------------------------------
@@ -248,14 +248,14 @@ def test_headers_reject_non_str_names_and_values(
 ) -> None:
     """Names and values must be str; the error shows the offending pair."""
     with pytest.raises(TypeError, match=f"must be str, got {shown}"):
-        Headers(items)  # type: ignore[arg-type]
+        Headers(items)  # type: ignore[arg-type]  # the bad value under test
 
 
 def test_headers_are_read_only_and_compare_as_mappings() -> None:
     """Headers cannot be assigned to and equal a dict with the same items."""
     headers = Headers({"A": "1"})
     with pytest.raises(TypeError, match="does not support item assignment"):
-        headers["A"] = "2"  # type: ignore[index]
+        headers["A"] = "2"  # type: ignore[index]  # read-only is what is tested
     assert headers == {"A": "1"}
     assert repr(headers) == "Headers({'A': '1'})"
 

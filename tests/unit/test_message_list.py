@@ -75,7 +75,7 @@ def tool(
 ) -> ToolInvocationPart:
     return ToolInvocationPart(
         tool_invocation=ToolInvocation(
-            state=state,  # type: ignore[arg-type]
+            state=state,  # type: ignore[arg-type]  # the bad value under test
             tool_call_id=call_id,
             tool_name=name,
             args={"id": 7} if args is None else args,
@@ -239,7 +239,7 @@ def test_add_system_from_memory_is_ignored() -> None:
 
 
 def test_add_legacy_source_alias_user_means_input() -> None:
-    ml = MessageList().add("x", "user")  # type: ignore[arg-type]
+    ml = MessageList().add("x", "user")  # type: ignore[arg-type]  # the bad value under test
     assert sources(ml) == ["input"]
 
 
@@ -251,7 +251,7 @@ def test_add_legacy_source_alias_user_means_input() -> None:
         ({"role": "user", "content": 3}, r"has no content or parts"),
         ({"role": "robot", "content": "x"}, r"has role 'robot'; expected one of"),
         ({"content": "x"}, r"has role None"),
-        (Message(role="robot", content=MessageContent(content="x")), "role 'robot'"),  # type: ignore[arg-type]
+        (Message(role="robot", content=MessageContent(content="x")), "role 'robot'"),  # type: ignore[arg-type]  # the bad value under test
         ([42], r"cannot add 42: expected a str, a Message"),
         (
             {"role": "user", "content": [{"type": "image", "image": "u"}]},
@@ -274,12 +274,12 @@ def test_add_rejects_malformed_messages(bad: Any, match: str) -> None:
 
 def test_add_rejects_a_non_iterable() -> None:
     with pytest.raises(MessageFormatError, match=r"add\(\) got 3.14"):
-        MessageList().add(3.14, "input")  # type: ignore[arg-type]
+        MessageList().add(3.14, "input")  # type: ignore[arg-type]  # the bad value under test
 
 
 def test_add_rejects_an_unknown_source() -> None:
     with pytest.raises(ConfigurationError, match="unknown message source 'output'"):
-        MessageList().add("x", "output")  # type: ignore[arg-type]
+        MessageList().add("x", "output")  # type: ignore[arg-type]  # the bad value under test
 
 
 def test_add_wraps_wire_errors_in_message_format_error() -> None:
@@ -1242,7 +1242,7 @@ _SOURCE_LIST = st.lists(st.sampled_from(["memory", "input", "response"]), max_si
 def _user_rows(kinds: list[str]) -> MessageList:
     ml = MessageList()
     for index, kind in enumerate(kinds):
-        ml.add(user(f"t{index}", f"m{index}", created_at=at(index)), kind)  # type: ignore[arg-type]
+        ml.add(user(f"t{index}", f"m{index}", created_at=at(index)), kind)  # type: ignore[arg-type]  # the bad value under test
     return ml
 
 
@@ -1273,7 +1273,7 @@ def test_reconcile_with_the_view_itself_never_changes_anything(
     view = {"input": ml.get.input, "all": ml.get.all, "response": ml.get.response}
     ml.reconcile(
         view[scope].db(),
-        scope=scope,  # type: ignore[arg-type]
+        scope=scope,  # type: ignore[arg-type]  # the bad value under test
         default_source="input",
     )
     after = ml.get.all.db()

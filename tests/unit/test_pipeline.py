@@ -273,7 +273,7 @@ async def test_custom_chunks_precede_the_hooks_result_and_skip_later_processors(
                 await args.writer.custom(note)
             else:
                 args.writer.custom_nowait(to_wire(note))  # a wire dict works too
-            return rewritten(args.part, "'")  # type: ignore[arg-type]
+            return rewritten(args.part, "'")  # type: ignore[arg-type]  # any chunk type is passed on purpose
 
     after = Recorder("after", data_parts=True)
     chunks, _ = await run([Writer(), after], map(text_delta, "ab"), mode)
@@ -1076,4 +1076,6 @@ async def test_bad_arguments_are_configuration_errors(
     source = arguments.pop("source")
     with pytest.raises(ConfigurationError, match=match):
         async with open_output_pipeline(processors, source, **arguments):
-            pytest.fail("the pipeline opened")  # pragma: no cover
+            pytest.fail(
+                "the pipeline opened"
+            )  # pragma: no cover - reached only if the check under test is missing

@@ -110,7 +110,7 @@ def test_turns_must_be_a_list_of_turns() -> None:
 async def test_stream_rejects_what_is_not_a_request() -> None:
     model = ScriptedModel(["x"])
     with pytest.raises(TypeError, match=r"expects a ModelRequest, got 'hi'"):
-        model.stream("hi")  # type: ignore[arg-type]
+        model.stream("hi")  # type: ignore[arg-type]  # the bad value under test
     assert model.calls == []
 
 
@@ -390,7 +390,7 @@ def test_a_delay_must_be_a_finite_non_negative_number() -> None:
     with pytest.raises(ValueError, match=r"got inf"):
         Delay(float("inf"))
     with pytest.raises(TypeError, match=r"must be a number, got '1'"):
-        Delay("1")  # type: ignore[arg-type]
+        Delay("1")  # type: ignore[arg-type]  # the bad value under test
 
 
 async def test_every_read_and_the_call_itself_checkpoint() -> None:

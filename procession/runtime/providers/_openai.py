@@ -21,6 +21,7 @@ an ``error`` event and ``response.failed`` raise ``ProviderError`` whose
 
 from __future__ import annotations
 
+import abc
 import functools
 import os
 from collections.abc import Mapping, Sequence
@@ -113,7 +114,7 @@ def _import_httpx2() -> Any:
     return httpx2
 
 
-class _OpenAIModel:
+class _OpenAIModel(abc.ABC):
     """What the Chat Completions and Responses models share: configuration,
     the HTTP client, sending the request and mapping HTTP errors."""
 
@@ -194,15 +195,16 @@ class _OpenAIModel:
             )
         return ProviderCall(functools.partial(self._start, request))
 
+    @abc.abstractmethod
     def request_body(self, request: ModelRequest) -> tuple[dict[str, Any], list[Any]]:
         """The JSON body this model sends for ``request``, and the warnings
         (settings the endpoint does not support)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _response(
         self, response: httpx2.Response, body: dict[str, Any], warnings: list[Any]
     ) -> ProviderResponse:
-        raise NotImplementedError
+        """The streamed response object for this endpoint."""
 
     async def _start(self, request: ModelRequest) -> ProviderResponse:
         import httpx2

@@ -12,6 +12,7 @@ it, then the response, at once.
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 from collections import deque
@@ -99,7 +100,7 @@ class SSEDecoder:
                 self._data.append(value)
 
 
-class ProviderResponse:
+class ProviderResponse(abc.ABC):
     """A streaming model response read from an SSE body (``ModelResponse``).
 
     Subclasses turn provider events into chunks in ``_on_event`` (pushing them
@@ -138,11 +139,13 @@ class ProviderResponse:
     def _emit(self, chunk: Chunk) -> None:
         self._pending.append(chunk)
 
+    @abc.abstractmethod
     def _on_event(self, event: ServerSentEvent) -> None:
-        raise NotImplementedError
+        """Turn one server-sent event into chunks (``_emit``)."""
 
+    @abc.abstractmethod
     def _on_end(self) -> None:
-        raise NotImplementedError
+        """The body ended: close open blocks and set ``finish``, or raise."""
 
     def _map_error(self, exc: Exception) -> ProviderError | None:
         """Map an exception raised while reading the body (``None``: not ours)."""
