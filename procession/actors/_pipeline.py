@@ -250,6 +250,18 @@ class _Raise(_Marker):
 
 _SOURCE_MARKERS: Final = frozenset({NewAttempt, Barrier, Deliver, EndRun})
 _STOP: Final = object()
+_SLOW: Final = object()  # apply_nowait: use the awaited path
+
+
+class _Pending:
+    """A sync hook's awaitable result, still to be awaited."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Any) -> None:
+        self.awaitable = awaitable
+
+
 _CLOSE_GRACE_SECONDS: Final = 5.0  # a stage ended its attempt on this item
 
 
@@ -425,6 +437,63 @@ class _Stage:
             actor.release_turn()
         if result is item or result is None or result.__class__ in _CHUNK_SET:
             return result
+        return self._checked(result, item)
+
+    def apply_nowait(self, item: Any) -> Any:
+        """The fast path of ``apply`` for a sync hook when no other hook of this
+        processor is running: the same outcome without a coroutine frame or
+        taking the actor's turn (a sync call cannot interleave with anything).
+        Returns ``_SLOW`` when ``apply`` must be awaited instead, and a
+        ``_Pending`` when the hook returned an awaitable to be awaited."""
+        actor = self.actor
+        if self.is_async or actor._busy or actor._waiting:
+            return _SLOW
+        self.parts.append(item)
+        args = self.args
+        args.part = item
+        try:
+            result = self.fn(args)
+        except TripWire as tripwire:
+            return self._tripped(tripwire)
+        except Exception as exc:
+            return self._failed(exc, item)
+        except BaseExceptionGroup as group:
+            found = tripwire_in(group)
+            if found is None:
+                raise
+            return self._tripped(found)
+        if result is item or result is None or result.__class__ in _CHUNK_SET:
+            return result
+        if inspect.isawaitable(result):
+            return _Pending(result)
+        return self._checked(result, item)
+
+    async def await_pending(self, pending: _Pending, item: Any) -> Any:
+        """Finish a sync hook that returned an awaitable: await it under the
+        actor's turn and the failure policy."""
+        actor = self.actor
+        if not actor.take_turn_nowait():
+            await actor.acquire()
+        try:
+            result = await pending.awaitable
+        except TripWire as tripwire:
+            return self._tripped(tripwire)
+        except Exception as exc:
+            return self._failed(exc, item)
+        except BaseExceptionGroup as group:
+            found = tripwire_in(group)
+            if found is None:
+                raise
+            return self._tripped(found)
+        finally:
+            actor.release_turn()
+        if result is item or result is None or result.__class__ in _CHUNK_SET:
+            return result
+        return self._checked(result, item)
+
+    def _checked(self, result: Any, item: Any) -> Any:
+        """A result that is not a single chunk or None: a list of chunks, or a
+        contract error handled by the failure policy."""
         if isinstance(result, list | tuple):
             for sub in result:
                 if sub.__class__ not in _CHUNK_SET:
@@ -692,7 +761,11 @@ class OutputPipeline:
                 k += 1
                 continue
             try:
-                result = await stage.apply(item)
+                result = stage.apply_nowait(item)
+                if result is _SLOW:
+                    result = await stage.apply(item)
+                elif result.__class__ is _Pending:
+                    result = await stage.await_pending(result, item)
             except BaseException:
                 # Offered again on the next read: take it back out of
                 # stream_parts so it is not there twice.
@@ -815,7 +888,11 @@ class OutputPipeline:
         if stage.skip_data and item.__class__ is DataChunk:
             out.append(item)
             return
-        result = await stage.apply(item)
+        result = stage.apply_nowait(item)
+        if result is _SLOW:
+            result = await stage.apply(item)
+        elif result.__class__ is _Pending:
+            result = await stage.await_pending(result, item)
         if result is None or result is _STOP:
             return
         if result.__class__ is list:

@@ -64,3 +64,32 @@ async def test_a_stage_honours_an_abort_raised_beside_a_plain_error(
         chunks = [chunk async for chunk in stream]
     assert [c.type for c in chunks] == ["text-delta", "tripwire"]
     assert chunks[-1].payload.reason == "blocked b"
+
+
+@pytest.mark.parametrize("mode", ["fused", "actors"])
+async def test_a_sync_hook_that_returns_an_awaitable_has_it_awaited(
+    mode: ExecutionMode,
+) -> None:
+    """A sync def returning a coroutine (a lambda around an async function):
+    its result, its abort and its failures count like an async hook's."""
+
+    async def upper(args: Any) -> Any:
+        if args.part.payload.text == "c":
+            args.abort("no c")
+        return text_delta(args.part.payload.text.upper())
+
+    class Lambda:
+        id = "lambda"
+
+        def process_output_stream(self, args: Any) -> Any:
+            return upper(args)
+
+    async def source() -> Any:
+        for text in "abc":
+            yield text_delta(text)
+
+    async with open_output_pipeline([Lambda()], source(), mode=mode) as stream:
+        chunks = [chunk async for chunk in stream]
+    assert [c.payload.text for c in chunks[:2]] == ["A", "B"]
+    assert chunks[-1].type == "tripwire"
+    assert chunks[-1].payload.reason == "no c"
