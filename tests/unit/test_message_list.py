@@ -75,7 +75,7 @@ def tool(
 ) -> ToolInvocationPart:
     return ToolInvocationPart(
         tool_invocation=ToolInvocation(
-            state=state,  # type: ignore[arg-type]  # the bad value under test
+            state=state,  # type: ignore[arg-type]  # a helper typed str for brevity; callers pass valid states
             tool_call_id=call_id,
             tool_name=name,
             args={"id": 7} if args is None else args,
@@ -239,7 +239,7 @@ def test_add_system_from_memory_is_ignored() -> None:
 
 
 def test_add_legacy_source_alias_user_means_input() -> None:
-    ml = MessageList().add("x", "user")  # type: ignore[arg-type]  # the bad value under test
+    ml = MessageList().add("x", "user")  # type: ignore[arg-type]  # the legacy alias 'user' is accepted but not in the type
     assert sources(ml) == ["input"]
 
 
@@ -1242,7 +1242,7 @@ _SOURCE_LIST = st.lists(st.sampled_from(["memory", "input", "response"]), max_si
 def _user_rows(kinds: list[str]) -> MessageList:
     ml = MessageList()
     for index, kind in enumerate(kinds):
-        ml.add(user(f"t{index}", f"m{index}", created_at=at(index)), kind)  # type: ignore[arg-type]  # the bad value under test
+        ml.add(user(f"t{index}", f"m{index}", created_at=at(index)), kind)  # type: ignore[arg-type]  # parametrized source, typed str
     return ml
 
 
@@ -1273,7 +1273,7 @@ def test_reconcile_with_the_view_itself_never_changes_anything(
     view = {"input": ml.get.input, "all": ml.get.all, "response": ml.get.response}
     ml.reconcile(
         view[scope].db(),
-        scope=scope,  # type: ignore[arg-type]  # the bad value under test
+        scope=scope,  # type: ignore[arg-type]  # parametrized scope, typed str
         default_source="input",
     )
     after = ml.get.all.db()
