@@ -253,6 +253,15 @@ _STOP: Final = object()
 _SLOW: Final = object()  # apply_nowait: use the awaited path
 
 
+def _is_awaitable_result(result: Any, item: Any) -> bool:
+    return (
+        result is not item
+        and result is not None
+        and result.__class__ not in _CHUNK_SET
+        and inspect.isawaitable(result)
+    )
+
+
 class _Pending:
     """A sync hook's awaitable result, still to be awaited."""
 
@@ -398,53 +407,41 @@ class _Stage:
 
     # the hook -----------------------------------------------------------------
 
-    async def apply(self, item: Any) -> Any:
-        """Run the hook on ``item``. Returns the chunk to pass on, ``None`` (drop),
-        a list (several chunks), or ``_STOP`` (the attempt ended here; an ``_End``
-        marker was emitted)."""
-        self.parts.append(item)
-        args = self.args
-        args.part = item
+    async def apply(self, item: Any, pending: _Pending | None = None) -> Any:
+        """Run the hook on ``item`` under the actor's turn. Returns the chunk to
+        pass on, ``None`` (drop), a list (several chunks), or ``_STOP`` (the
+        attempt ended here; an ``_End`` marker was emitted). With ``pending``,
+        the hook already ran (``apply_nowait``) and returned that awaitable,
+        which is awaited instead."""
+        if pending is None:
+            self.parts.append(item)
+            self.args.part = item
         actor = self.actor
         if not actor.take_turn_nowait():
             await actor.acquire()  # another hook of this processor is running
         try:
-            if self.is_async:
-                result = await self.fn(args)
+            if pending is not None:
+                result = await pending.awaitable
+            elif self.is_async:
+                result = await self.fn(self.args)
             else:
-                result = self.fn(args)
-                if (
-                    result is not item
-                    and result is not None
-                    and result.__class__ not in _CHUNK_SET
-                    and inspect.isawaitable(result)
-                ):
+                result = self.fn(self.args)
+                if _is_awaitable_result(result, item):
                     # A sync def that returns an awaitable (a lambda around a
                     # coroutine function, say): the contract awaits it.
                     result = await result
-        except TripWire as tripwire:
-            return self._tripped(tripwire)
-        except Exception as exc:
-            return self._failed(exc, item)
-        except BaseExceptionGroup as group:
-            # A hook that ran its own nursery may raise its abort inside a group.
-            # Cancellation (or anything else) in the group must propagate.
-            found = tripwire_in(group)
-            if found is None:
-                raise
-            return self._tripped(found)
+        except BaseException as exc:
+            return self._raised(exc, item)
         finally:
             actor.release_turn()
-        if result is item or result is None or result.__class__ in _CHUNK_SET:
-            return result
-        return self._checked(result, item)
+        return self._result(result, item)
 
     def apply_nowait(self, item: Any) -> Any:
         """The fast path of ``apply`` for a sync hook when no other hook of this
         processor is running: the same outcome without a coroutine frame or
         taking the actor's turn (a sync call cannot interleave with anything).
         Returns ``_SLOW`` when ``apply`` must be awaited instead, and a
-        ``_Pending`` when the hook returned an awaitable to be awaited."""
+        ``_Pending`` (for ``apply``) when the hook returned an awaitable."""
         actor = self.actor
         if self.is_async or actor._busy or actor._waiting:
             return _SLOW
@@ -453,40 +450,29 @@ class _Stage:
         args.part = item
         try:
             result = self.fn(args)
-        except TripWire as tripwire:
-            return self._tripped(tripwire)
-        except Exception as exc:
-            return self._failed(exc, item)
-        except BaseExceptionGroup as group:
-            found = tripwire_in(group)
-            if found is None:
-                raise
-            return self._tripped(found)
+        except BaseException as exc:
+            return self._raised(exc, item)
         if result is item or result is None or result.__class__ in _CHUNK_SET:
-            return result
+            return result  # the common case, inline: this is the per-chunk path
         if inspect.isawaitable(result):
             return _Pending(result)
         return self._checked(result, item)
 
-    async def await_pending(self, pending: _Pending, item: Any) -> Any:
-        """Finish a sync hook that returned an awaitable: await it under the
-        actor's turn and the failure policy."""
-        actor = self.actor
-        if not actor.take_turn_nowait():
-            await actor.acquire()
-        try:
-            result = await pending.awaitable
-        except TripWire as tripwire:
-            return self._tripped(tripwire)
-        except Exception as exc:
+    def _raised(self, exc: BaseException, item: Any) -> Any:
+        """What a hook's exception means: its abort, a failure under the
+        policy, or (cancellation and the like) something that must propagate."""
+        if isinstance(exc, TripWire):
+            return self._tripped(exc)
+        if isinstance(exc, Exception):
             return self._failed(exc, item)
-        except BaseExceptionGroup as group:
-            found = tripwire_in(group)
-            if found is None:
-                raise
-            return self._tripped(found)
-        finally:
-            actor.release_turn()
+        if isinstance(exc, BaseExceptionGroup):
+            # A hook that ran its own nursery may raise its abort inside a group.
+            found = tripwire_in(exc)
+            if found is not None:
+                return self._tripped(found)
+        raise exc
+
+    def _result(self, result: Any, item: Any) -> Any:
         if result is item or result is None or result.__class__ in _CHUNK_SET:
             return result
         return self._checked(result, item)
@@ -765,7 +751,7 @@ class OutputPipeline:
                 if result is _SLOW:
                     result = await stage.apply(item)
                 elif result.__class__ is _Pending:
-                    result = await stage.await_pending(result, item)
+                    result = await stage.apply(item, result)
             except BaseException:
                 # Offered again on the next read: take it back out of
                 # stream_parts so it is not there twice.
@@ -892,7 +878,7 @@ class OutputPipeline:
         if result is _SLOW:
             result = await stage.apply(item)
         elif result.__class__ is _Pending:
-            result = await stage.await_pending(result, item)
+            result = await stage.apply(item, result)
         if result is None or result is _STOP:
             return
         if result.__class__ is list:
