@@ -33,7 +33,7 @@ import trio
 
 from procession.actors import ExecutionMode, open_output_pipeline
 from procession.chunks import text_delta, to_wire
-from procession.processors._contract import ProcessOutputStreamArgs
+from procession.processors import ProcessOutputStreamArgs
 
 STAGES = 5
 LINK_CAPACITIES = (0, 1, 16)

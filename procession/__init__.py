@@ -1,41 +1,71 @@
 """procession: LLM agents whose streams flow through supervised trio actors.
 
-The public face. Layers: ``procession.processors`` (contract and data model),
-``procession.actors`` (actor kernel and pipeline), ``procession.runtime`` (the
-agent loop); ``procession.chunks`` for chunk types and their wire JSON;
-``procession.testing`` for the test kit.
+The public face: ``Agent``, ``Processor``, ``TripWire``, messages and the whole
+error tree. The rooms below it, bottom to top (imports only go down; the
+import-linter contracts in ``pyproject.toml`` check it):
+
+* ``procession.chunks`` and ``procession.messages``: the value types and their
+  Mastra wire JSON (implemented in ``procession.data`` and ``procession.wire``);
+* ``procession.models``: the ``LanguageModel`` protocol and the model-id registry;
+* ``procession.processors``: the processor contract and the built-in processors;
+* ``procession.actors``: the actor kernel, the output pipeline, the run's
+  coordination protocol;
+* ``procession.runtime``: the agent, its run, tools;
+* the edges: ``procession.providers`` (Anthropic, OpenAI) and
+  ``procession.testing`` (the test kit).
 """
 
-from procession.processors import ConfigurationError as ConfigurationError
-from procession.processors import Message as Message
-from procession.processors import MessageList as MessageList
-from procession.processors import ProcessionError as ProcessionError
-from procession.processors import Processor as Processor
-from procession.processors import ProcessorViolation as ProcessorViolation
-from procession.processors import ProviderError as ProviderError
-from procession.processors import RequestContext as RequestContext
-from procession.processors import SystemMessage as SystemMessage
-from procession.processors import TripWire as TripWire
-from procession.processors import message_text as message_text
-from procession.runtime import Agent as Agent
-from procession.runtime import AgentResult as AgentResult
-from procession.runtime import Tool as Tool
-from procession.runtime import tool as tool
+from . import chunks as chunks
+from . import messages as messages
+from ._errors import ConfigurationError as ConfigurationError
+from ._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
+from ._errors import MessageFormatError as MessageFormatError
+from ._errors import MissingFieldError as MissingFieldError
+from ._errors import ProcessionError as ProcessionError
+from ._errors import ProcessorContractError as ProcessorContractError
+from ._errors import ProcessorError as ProcessorError
+from ._errors import ProviderError as ProviderError
+from ._errors import ToolArgumentsError as ToolArgumentsError
+from ._errors import TripWire as TripWire
+from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
+from ._errors import WireFormatError as WireFormatError
+from ._faces import fixup_module_metadata as _fixup_module_metadata
+from .messages import Message as Message
+from .messages import SystemMessage as SystemMessage
+from .messages import message_text as message_text
+from .processors import MessageList as MessageList
+from .processors import Processor as Processor
+from .processors import ProcessorViolation as ProcessorViolation
+from .processors import RequestContext as RequestContext
+from .runtime import Agent as Agent
+from .runtime import AgentResult as AgentResult
+from .runtime import Tool as Tool
+from .runtime import tool as tool
 
 __all__ = [
     "Agent",
     "AgentResult",
     "ConfigurationError",
+    "DuplicateProcessorIdError",
     "Message",
+    "MessageFormatError",
     "MessageList",
+    "MissingFieldError",
     "ProcessionError",
     "Processor",
+    "ProcessorContractError",
+    "ProcessorError",
     "ProcessorViolation",
     "ProviderError",
     "RequestContext",
     "SystemMessage",
     "Tool",
+    "ToolArgumentsError",
     "TripWire",
+    "UnknownChunkTypeError",
+    "WireFormatError",
     "message_text",
     "tool",
 ]
+
+_fixup_module_metadata(__name__, globals(), force=True)

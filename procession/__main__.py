@@ -1,5 +1,5 @@
 """``python -m procession demo`` (the same as the ``procession`` command)."""
 
-from procession.runtime._demo import main
+from ._demo import main
 
 raise SystemExit(main())

@@ -1,5 +1,6 @@
 """The actor kernel: processor actors, links and the output-stream pipeline."""
 
+from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._actor import ProcessorActor as ProcessorActor
 from ._actor import actors_for as actors_for
 from ._pipeline import Barrier as Barrier
@@ -27,3 +28,5 @@ __all__ = [
     "actors_for",
     "open_output_pipeline",
 ]
+
+_fixup_module_metadata(__name__, globals())

@@ -12,8 +12,8 @@ from typing import Any
 
 import trio
 
+from ..processors import ProcessorSet, ProcessorSpec
 from ..processors._contract import HookArgs, call_hook
-from ..processors._registration import ProcessorSet, ProcessorSpec
 
 __all__ = ["ProcessorActor", "actors_for"]
 

@@ -59,8 +59,13 @@ from typing import Any, Final, Literal, Protocol, TypeAlias
 import attrs
 import trio
 
-from ..processors._chunks import (
-    _FIXED_TYPE_CLASSES,
+from .._errors import (
+    ConfigurationError,
+    ProcessorError,
+    TripWire,
+)
+from ..data import (
+    CHUNK_CLASSES,
     DataChunk,
     ErrorChunk,
     ErrorPayload,
@@ -68,24 +73,19 @@ from ..processors._chunks import (
     TripwireChunk,
     TripwirePayload,
 )
-from ..processors._context import (
+from ..processors import (
     AbortSignal,
     ProcessorStreamWriter,
     ProcessorViolation,
     RequestContext,
     TracingContext,
+    register_processors,
 )
 from ..processors._contract import (
     ProcessOutputStreamArgs,
     stream_result_error,
     tripwire_in,
 )
-from ..processors._errors import (
-    ConfigurationError,
-    ProcessorError,
-    TripWire,
-)
-from ..processors._registration import register_processors
 from ._actor import ProcessorActor
 
 __all__ = [
@@ -106,7 +106,6 @@ logger = logging.getLogger("procession")
 ExecutionMode: TypeAlias = Literal["fused", "actors"]
 _MODES: Final = ("fused", "actors")
 
-_CHUNK_CLASSES: Final = (*_FIXED_TYPE_CLASSES, DataChunk)
 _HOOK: Final = "process_output_stream"
 
 
@@ -523,7 +522,7 @@ class _Stage:
         return _STOP
 
 
-_CHUNK_SET: Final = frozenset(_CHUNK_CLASSES)
+_CHUNK_SET: Final = CHUNK_CLASSES
 _PLACEHOLDER: Final = StartChunk()
 
 

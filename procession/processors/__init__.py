@@ -1,10 +1,64 @@
-"""The processor contract and the data model: the bottom layer.
+"""The processor contract and the built-in processors.
 
 Everything a processor author needs: ``Processor`` and the hook argument and
-result types, ``TripWire``, messages and ``MessageList``, the prompt form, and the
-error tree. Chunks live in ``procession.chunks``.
+result types, ``TripWire``, ``MessageList`` and its views, registration, and the
+built-ins (``procession.processors.builtin``). For convenience it re-exports the
+message and prompt types (their home is ``procession.messages``) and the error
+tree (home: ``procession``). Chunks live in ``procession.chunks``.
 """
 
+from .._errors import ConfigurationError as ConfigurationError
+from .._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
+from .._errors import MessageFormatError as MessageFormatError
+from .._errors import MissingFieldError as MissingFieldError
+from .._errors import ProcessionError as ProcessionError
+from .._errors import ProcessorContractError as ProcessorContractError
+from .._errors import ProcessorError as ProcessorError
+from .._errors import ProviderError as ProviderError
+from .._errors import ToolArgumentsError as ToolArgumentsError
+from .._errors import TripWire as TripWire
+from .._errors import UnknownChunkTypeError as UnknownChunkTypeError
+from .._errors import WireFormatError as WireFormatError
+from .._faces import fixup_module_metadata as _fixup_module_metadata
+from .._headers import Headers as Headers
+from ..data import OutputResult as OutputResult
+from ..data import Prompt as Prompt
+from ..data import PromptAssistantMessage as PromptAssistantMessage
+from ..data import PromptFilePart as PromptFilePart
+from ..data import PromptMessage as PromptMessage
+from ..data import PromptReasoningPart as PromptReasoningPart
+from ..data import PromptSystemMessage as PromptSystemMessage
+from ..data import PromptTextPart as PromptTextPart
+from ..data import PromptToolCallPart as PromptToolCallPart
+from ..data import PromptToolMessage as PromptToolMessage
+from ..data import PromptToolResultPart as PromptToolResultPart
+from ..data import PromptUserMessage as PromptUserMessage
+from ..data import StepResult as StepResult
+from ..data import ToolCallInfo as ToolCallInfo
+from ..data import ToolResultInfo as ToolResultInfo
+from ..data import TripwireInfo as TripwireInfo
+from ..data import to_prompt_messages as to_prompt_messages
+from ..messages import DataPart as DataPart
+from ..messages import FilePart as FilePart
+from ..messages import Message as Message
+from ..messages import MessageContent as MessageContent
+from ..messages import Part as Part
+from ..messages import ReasoningDetail as ReasoningDetail
+from ..messages import ReasoningPart as ReasoningPart
+from ..messages import Role as Role
+from ..messages import SourceDocumentPart as SourceDocumentPart
+from ..messages import SourceInfo as SourceInfo
+from ..messages import SourcePart as SourcePart
+from ..messages import StepStartPart as StepStartPart
+from ..messages import SystemMessage as SystemMessage
+from ..messages import TextPart as TextPart
+from ..messages import ToolInvocation as ToolInvocation
+from ..messages import ToolInvocationPart as ToolInvocationPart
+from ..messages import ToolInvocationState as ToolInvocationState
+from ..messages import UnknownPart as UnknownPart
+from ..messages import message_text as message_text
+from ..messages import new_message_id as new_message_id
+from . import builtin as builtin
 from ._context import AbortSignal as AbortSignal
 from ._context import CollectingEmitter as CollectingEmitter
 from ._context import Emitter as Emitter
@@ -30,75 +84,25 @@ from ._contract import ProcessOutputResultArgs as ProcessOutputResultArgs
 from ._contract import ProcessOutputStepArgs as ProcessOutputStepArgs
 from ._contract import ProcessOutputStreamArgs as ProcessOutputStreamArgs
 from ._contract import ProcessToolResultArgs as ProcessToolResultArgs
-from ._errors import ConfigurationError as ConfigurationError
-from ._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
-from ._errors import Headers as Headers
-from ._errors import MessageFormatError as MessageFormatError
-from ._errors import MissingFieldError as MissingFieldError
-from ._errors import ProcessionError as ProcessionError
-from ._errors import ProcessorContractError as ProcessorContractError
-from ._errors import ProcessorError as ProcessorError
-from ._errors import ProviderError as ProviderError
-from ._errors import ToolArgumentsError as ToolArgumentsError
-from ._errors import TripWire as TripWire
-from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
-from ._errors import WireFormatError as WireFormatError
 from ._message_list import MessageList as MessageList
 from ._message_list import MessageView as MessageView
 from ._message_list import MessageViews as MessageViews
 from ._message_list import Source as Source
-from ._messages import DataPart as DataPart
-from ._messages import FilePart as FilePart
-from ._messages import Message as Message
-from ._messages import MessageContent as MessageContent
-from ._messages import Part as Part
-from ._messages import ReasoningDetail as ReasoningDetail
-from ._messages import ReasoningPart as ReasoningPart
-from ._messages import Role as Role
-from ._messages import SourceDocumentPart as SourceDocumentPart
-from ._messages import SourceInfo as SourceInfo
-from ._messages import SourcePart as SourcePart
-from ._messages import StepStartPart as StepStartPart
-from ._messages import SystemMessage as SystemMessage
-from ._messages import TextPart as TextPart
-from ._messages import ToolInvocation as ToolInvocation
-from ._messages import ToolInvocationPart as ToolInvocationPart
-from ._messages import ToolInvocationState as ToolInvocationState
-from ._messages import UnknownPart as UnknownPart
-from ._messages import message_text as message_text
-from ._messages import new_message_id as new_message_id
-from ._prefill import PrefillErrorHandler as PrefillErrorHandler
-from ._prompt import Prompt as Prompt
-from ._prompt import PromptAssistantMessage as PromptAssistantMessage
-from ._prompt import PromptFilePart as PromptFilePart
-from ._prompt import PromptMessage as PromptMessage
-from ._prompt import PromptReasoningPart as PromptReasoningPart
-from ._prompt import PromptSystemMessage as PromptSystemMessage
-from ._prompt import PromptTextPart as PromptTextPart
-from ._prompt import PromptToolCallPart as PromptToolCallPart
-from ._prompt import PromptToolMessage as PromptToolMessage
-from ._prompt import PromptToolResultPart as PromptToolResultPart
-from ._prompt import PromptUserMessage as PromptUserMessage
-from ._prompt import to_prompt_messages as to_prompt_messages
 from ._registration import ErrorProcessor as ErrorProcessor
 from ._registration import InputProcessor as InputProcessor
 from ._registration import OutputProcessor as OutputProcessor
 from ._registration import ProcessorSet as ProcessorSet
 from ._registration import ProcessorSpec as ProcessorSpec
 from ._registration import register_processors as register_processors
-from ._results import OutputResult as OutputResult
-from ._results import StepResult as StepResult
-from ._results import ToolCallInfo as ToolCallInfo
-from ._results import ToolResultInfo as ToolResultInfo
-from ._results import TripwireInfo as TripwireInfo
-from ._stream_error_retry import RetryMatcher as RetryMatcher
-from ._stream_error_retry import StreamErrorRetryProcessor as StreamErrorRetryProcessor
-from ._stream_error_retry import get_retry_after_ms as get_retry_after_ms
-from ._stream_error_retry import is_bad_request_error as is_bad_request_error
-from ._stream_error_retry import (
+from .builtin import PrefillErrorHandler as PrefillErrorHandler
+from .builtin import RetryMatcher as RetryMatcher
+from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from .builtin import get_retry_after_ms as get_retry_after_ms
+from .builtin import is_bad_request_error as is_bad_request_error
+from .builtin import (
     is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
 )
-from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
+from .builtin import is_terminal_auth_error as is_terminal_auth_error
 
 __all__ = [
     "AbortSignal",
@@ -194,3 +198,6 @@ __all__ = [
     "register_processors",
     "to_prompt_messages",
 ]
+
+_fixup_module_metadata(__name__, globals())
+_fixup_module_metadata(builtin.__name__, vars(builtin))

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
+from ..wire import from_wire
+
 if TYPE_CHECKING:
-    from ._chunks import Chunk
+    from ..data import Chunk
 
 __all__ = [
     "AbortSignal",
@@ -142,8 +144,6 @@ class ProcessorStreamWriter:
         """Like ``custom`` but synchronous, for sync hooks. Never blocks: custom
         chunks ride in-band with the chunk being processed."""
         if isinstance(chunk, Mapping):
-            from ._wire import from_wire
-
             chunk = from_wire(chunk)
         self._emitter.emit_custom(self._processor_id, chunk)
 

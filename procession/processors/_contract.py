@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, TypeAlias
 
 import attrs
 
+from .._errors import ProcessorContractError, TripWire
+from ..data import Message, OutputResult, StepResult, SystemMessage, ToolCallInfo
 from ._context import (
     AbortSignal,
     Emitter,
@@ -39,14 +41,10 @@ from ._context import (
     RequestContext,
     TracingContext,
 )
-from ._errors import ProcessorContractError, TripWire
-from ._messages import Message, SystemMessage
-from ._results import OutputResult, StepResult, ToolCallInfo
 
 if TYPE_CHECKING:
-    from ._chunks import Chunk, Usage
+    from ..data import Chunk, PromptMessage, Usage
     from ._message_list import MessageList
-    from ._prompt import PromptMessage
 
 __all__ = [
     "HOOK_NAMES",

@@ -20,23 +20,32 @@ from typing import Any, Literal, NoReturn, TypeAlias, cast, get_args
 
 import attrs
 
-from ._errors import ConfigurationError, MessageFormatError, ProcessorContractError
-from ._messages import (
+from .._errors import (
+    ConfigurationError,
+    MessageFormatError,
+    ProcessorContractError,
+    WireFormatError,
+)
+from ..data import (
     DataPart,
     FilePart,
     Message,
     MessageContent,
+    PromptMessage,
+    PromptSystemMessage,
     StepStartPart,
     SystemMessage,
     TextPart,
     ToolInvocation,
     ToolInvocationPart,
     ToolInvocationState,
+    joined_text,
     message_text,
     new_message_id,
+    to_prompt_messages,
     utc_now,
 )
-from ._prompt import PromptMessage, PromptSystemMessage, _text_of, to_prompt_messages
+from ..wire import message_from_wire
 
 __all__ = [
     "MessageInput",
@@ -207,7 +216,7 @@ class MessageList:
         _validate(message)
         if message.role == "system":
             if source != "memory":
-                self._add_system_one(SystemMessage(content=_text_of(message)), None)
+                self._add_system_one(SystemMessage(content=joined_text(message)), None)
             return
         self._stamp(message)
         index = self._index(message.id)
@@ -282,9 +291,6 @@ class MessageList:
         )
 
     def _from_db_shape(self, data: Mapping[str, Any]) -> Message:
-        from ._errors import WireFormatError
-        from ._wire import message_from_wire
-
         wire = dict(data)
         if "parts" in wire and not isinstance(wire.get("content"), Mapping):
             # AI SDK UI-message shape: parts at the top level.
@@ -656,7 +662,7 @@ class MessageList:
             if isinstance(message, SystemMessage):
                 systems.append(message)
             elif message.role == "system":
-                systems.append(SystemMessage(content=_text_of(message)))
+                systems.append(SystemMessage(content=joined_text(message)))
             else:
                 conversation.append(message)
         seen: set[str] = set()
@@ -830,7 +836,7 @@ def _parse_system(item: object) -> SystemMessage:
                 f'Expected role "system" but saw {item.role!r} for message '
                 f"{item.id!r}; add conversation messages with add()"
             )
-        return SystemMessage(content=_text_of(item))
+        return SystemMessage(content=joined_text(item))
     if isinstance(item, Mapping):
         role = item.get("role")
         if role != "system":

@@ -9,6 +9,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
+from .._errors import ConfigurationError, DuplicateProcessorIdError
 from ._context import ProcessorViolation
 from ._contract import (
     HOOK_NAMES,
@@ -25,7 +26,6 @@ from ._contract import (
     ProcessToolResultArgs,
     is_async_hook,
 )
-from ._errors import ConfigurationError, DuplicateProcessorIdError
 
 __all__ = [
     "ErrorProcessor",

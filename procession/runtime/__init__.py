@@ -1,21 +1,26 @@
-"""The runtime: the agent loop, the model interface, tools and providers."""
+"""The runtime: the agent, its run, and tools.
 
-from . import providers as providers  # registers the "anthropic/...", "openai/..." ids
+``LanguageModel`` and the model-id registry are re-exported from their home,
+``procession.models``. ``procession.runtime.providers`` is a deprecated alias of
+``procession.providers`` (kept for one release).
+"""
+
+from .._faces import fixup_module_metadata as _fixup_module_metadata
+from ..models import FinishReason as FinishReason
+from ..models import LanguageModel as LanguageModel
+from ..models import ModelFinish as ModelFinish
+from ..models import ModelRequest as ModelRequest
+from ..models import ModelResponse as ModelResponse
+from ..models import ToolChoice as ToolChoice
+from ..models import ToolDefinition as ToolDefinition
+from ..models import register_provider as register_provider
+from ..models import registered_providers as registered_providers
+from ..models import resolve_model as resolve_model
+from ..models import unregister_provider as unregister_provider
 from ._agent import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
 from ._agent import Agent as Agent
 from ._agent import AgentResult as AgentResult
 from ._agent import AgentStream as AgentStream
-from ._model import FinishReason as FinishReason
-from ._model import LanguageModel as LanguageModel
-from ._model import ModelFinish as ModelFinish
-from ._model import ModelRequest as ModelRequest
-from ._model import ModelResponse as ModelResponse
-from ._model import ToolChoice as ToolChoice
-from ._model import ToolDefinition as ToolDefinition
-from ._providers import register_provider as register_provider
-from ._providers import registered_providers as registered_providers
-from ._providers import resolve_model as resolve_model
-from ._providers import unregister_provider as unregister_provider
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolSet as ToolSet
@@ -48,3 +53,5 @@ __all__ = [
     "tool",
     "unregister_provider",
 ]
+
+_fixup_module_metadata(__name__, globals())

@@ -27,6 +27,14 @@ from typing import Any, Final, Literal, NoReturn
 import attrs
 import trio
 
+from .._errors import (
+    ConfigurationError,
+    ProcessionError,
+    ProcessorError,
+    ProviderError,
+    ToolArgumentsError,
+    TripWire,
+)
 from ..actors import (
     Barrier,
     Deliver,
@@ -37,7 +45,7 @@ from ..actors import (
     ProcessorActor,
     open_output_pipeline,
 )
-from ..processors._chunks import (
+from ..data import (
     AbortChunk,
     DataChunk,
     ErrorChunk,
@@ -45,8 +53,13 @@ from ..processors._chunks import (
     FileChunk,
     FinishChunk,
     FinishPayload,
+    Message,
+    MessageContent,
+    OutputResult,
     ReasoningDeltaChunk,
+    ReasoningDetail,
     ReasoningEndChunk,
+    ReasoningPart,
     ReasoningSignatureChunk,
     ReasoningStartChunk,
     RedactedReasoningChunk,
@@ -55,26 +68,47 @@ from ..processors._chunks import (
     StepFinishChunk,
     StepFinishPayload,
     StepOutput,
+    StepResult,
     StepResultInfo,
     StepRetryChunk,
     StepRetryPayload,
     StepStartChunk,
+    StepStartPart,
     StepStartPayload,
+    SystemMessage,
     TextDeltaChunk,
+    TextPart,
     ToolCallChunk,
+    ToolCallInfo,
     ToolErrorChunk,
     ToolErrorPayload,
+    ToolInvocation,
+    ToolInvocationPart,
     ToolResultChunk,
+    ToolResultInfo,
     ToolResultPayload,
     TripwireChunk,
+    TripwireInfo,
     Usage,
+    message_text,
+    new_message_id,
 )
-from ..processors._context import (
+from ..models import (
+    LanguageModel,
+    ModelFinish,
+    ModelRequest,
+    ToolDefinition,
+    resolve_model,
+)
+from ..processors import (
     AbortSignal,
+    MessageList,
+    ProcessorSet,
     ProcessorStreamWriter,
     ProcessorViolation,
     RequestContext,
     TracingContext,
+    register_processors,
 )
 from ..processors._contract import (
     HookArgs,
@@ -93,38 +127,6 @@ from ..processors._contract import (
     read_message_result,
     tripwire_in,
 )
-from ..processors._errors import (
-    ConfigurationError,
-    ProcessionError,
-    ProcessorError,
-    ProviderError,
-    ToolArgumentsError,
-    TripWire,
-)
-from ..processors._message_list import MessageList
-from ..processors._messages import (
-    Message,
-    MessageContent,
-    ReasoningDetail,
-    ReasoningPart,
-    StepStartPart,
-    SystemMessage,
-    TextPart,
-    ToolInvocation,
-    ToolInvocationPart,
-    message_text,
-    new_message_id,
-)
-from ..processors._registration import ProcessorSet, register_processors
-from ..processors._results import (
-    OutputResult,
-    StepResult,
-    ToolCallInfo,
-    ToolResultInfo,
-    TripwireInfo,
-)
-from ._model import LanguageModel, ModelFinish, ModelRequest, ToolDefinition
-from ._providers import resolve_model
 from ._tools import Tool, ToolContext, ToolSet, execute_tool, parse_arguments
 
 __all__ = ["Agent", "AgentResult", "AgentStream", "RETRY_FEEDBACK_TAG"]

@@ -74,9 +74,9 @@ from cattrs.cols import (
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn
 
-from ..processors._context import AbortSignal, ProcessorStreamWriter, RequestContext
-from ..processors._errors import ConfigurationError, ToolArgumentsError
-from ._model import ToolDefinition
+from .._errors import ConfigurationError, ToolArgumentsError
+from ..models import ToolDefinition
+from ..processors import AbortSignal, ProcessorStreamWriter, RequestContext
 
 __all__ = [
     "Tool",

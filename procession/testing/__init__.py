@@ -9,18 +9,19 @@
   streams, messages and text splits (needs the ``testing`` extra).
 """
 
-from ..runtime._scripted import CallLog as CallLog
-from ..runtime._scripted import Delay as Delay
-from ..runtime._scripted import RecordedCall as RecordedCall
-from ..runtime._scripted import ScriptedModel as ScriptedModel
-from ..runtime._scripted import ScriptedResponse as ScriptedResponse
-from ..runtime._scripted import ScriptError as ScriptError
-from ..runtime._scripted import ScriptExhausted as ScriptExhausted
-from ..runtime._scripted import reasoning_turn as reasoning_turn
-from ..runtime._scripted import text_turn as text_turn
-from ..runtime._scripted import tool_call_turn as tool_call_turn
+from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._reference import SequentialRun as SequentialRun
 from ._reference import run_sequential as run_sequential
+from ._scripted import CallLog as CallLog
+from ._scripted import Delay as Delay
+from ._scripted import RecordedCall as RecordedCall
+from ._scripted import ScriptedModel as ScriptedModel
+from ._scripted import ScriptedResponse as ScriptedResponse
+from ._scripted import ScriptError as ScriptError
+from ._scripted import ScriptExhausted as ScriptExhausted
+from ._scripted import reasoning_turn as reasoning_turn
+from ._scripted import text_turn as text_turn
+from ._scripted import tool_call_turn as tool_call_turn
 
 __all__ = [
     "CallLog",
@@ -36,3 +37,5 @@ __all__ = [
     "text_turn",
     "tool_call_turn",
 ]
+
+_fixup_module_metadata(__name__, globals())

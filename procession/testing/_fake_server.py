@@ -53,7 +53,8 @@ import attrs
 import h11
 import trio
 
-from ..processors._errors import Headers, ProcessionError
+from .._errors import ProcessionError
+from .._headers import Headers
 
 __all__ = [
     "ConnectionLog",

@@ -16,18 +16,22 @@ from typing import Any
 
 import attrs
 
+from .._errors import ProcessorError, TripWire
 from ..actors import Barrier, NewAttempt, PipelineDriver, PipelineOutcome
-from ..processors._chunks import (
+from ..data import (
+    CHUNK_CLASSES,
     DataChunk,
     ErrorChunk,
     ErrorPayload,
     TripwireChunk,
     TripwirePayload,
 )
-from ..processors._context import (
+from ..processors import (
+    ProcessorSpec,
     ProcessorStreamWriter,
     ProcessorViolation,
     RequestContext,
+    register_processors,
 )
 from ..processors._contract import (
     ProcessOutputStreamArgs,
@@ -35,8 +39,6 @@ from ..processors._contract import (
     stream_result_error,
     tripwire_in,
 )
-from ..processors._errors import ProcessorError, TripWire
-from ..processors._registration import ProcessorSpec, register_processors
 
 __all__ = ["SequentialRun", "run_sequential"]
 
@@ -162,12 +164,11 @@ class _Run:
 
 
 def _valid(result: Any) -> bool:
-    from ..actors._pipeline import _CHUNK_SET
 
-    if result is None or result.__class__ in _CHUNK_SET:
+    if result is None or result.__class__ in CHUNK_CLASSES:
         return True
     return isinstance(result, list | tuple) and all(
-        sub.__class__ in _CHUNK_SET for sub in result
+        sub.__class__ in CHUNK_CLASSES for sub in result
     )
 
 

@@ -25,9 +25,9 @@ from typing import Any, Literal, get_args, get_origin
 import attrs
 from hypothesis import strategies as st
 
-from procession.processors import _chunks as c
-from procession.processors import _messages as m
-from procession.processors._wire import to_wire
+from .. import data as c
+from .. import data as m
+from ..wire import to_wire
 
 __all__ = [
     "chunk_streams",

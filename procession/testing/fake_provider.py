@@ -15,6 +15,7 @@ Importing this module needs ``h11`` (``pip install "procession[testing]"``)::
 See ``procession.testing._fake_server`` for the design and the fault catalogue.
 """
 
+from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._fake_server import ConnectionLog as ConnectionLog
 from ._fake_server import Endpoint as Endpoint
 from ._fake_server import FakeProvider as FakeProvider
@@ -46,3 +47,5 @@ __all__ = [
     "open_fake_provider",
     "responses_events",
 ]
+
+_fixup_module_metadata(__name__, globals())

@@ -3,6 +3,7 @@
 Importing this module needs Hypothesis (``pip install "procession[testing]"``).
 """
 
+from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._strategies import chunk_streams as chunk_streams
 from ._strategies import chunks as chunks
 from ._strategies import json_values as json_values
@@ -20,3 +21,5 @@ __all__ = [
     "text_splits",
     "wire_chunks",
 ]
+
+_fixup_module_metadata(__name__, globals())

@@ -57,9 +57,9 @@ from procession.processors import (
 from procession.runtime import (
     RETRY_FEEDBACK_TAG,
     ToolContext,
-    _providers,
     register_provider,
     tool,
+    unregister_provider,
 )
 from procession.testing import (
     ScriptedModel,
@@ -832,15 +832,16 @@ def openai_models() -> Iterator[dict[str, ScriptedModel]]:
     """Route "openai/<id>" to the ScriptedModels the test puts in the returned
     dict; the provider registry is restored afterwards."""
     models: dict[str, ScriptedModel] = {}
-    # register_provider has no public undo: swap in a copy of the registry for
-    # this test so "openai" does not leak into other tests.
-    saved = _providers._PROVIDERS
-    _providers._PROVIDERS = dict(saved)
+    # Put the built-in "openai" factory back afterwards, so the fake does not
+    # leak into other tests.
+    previous = unregister_provider("openai")
     try:
         register_provider("openai", lambda model_id: models[model_id])
         yield models
     finally:
-        _providers._PROVIDERS = saved
+        unregister_provider("openai")
+        if previous is not None:
+            register_provider("openai", previous)
 
 
 async def test_dynamic_model_switches_model_after_a_tool_call(

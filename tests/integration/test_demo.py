@@ -9,7 +9,7 @@ import sys
 
 import trio
 
-from procession.runtime._demo import run_demo
+from procession._demo import run_demo
 
 
 async def test_demo_streams_both_conversations(autojump_clock: trio.abc.Clock) -> None:

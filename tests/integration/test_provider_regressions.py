@@ -20,8 +20,8 @@ from procession.processors import (
     PromptUserMessage,
     StreamErrorRetryProcessor,
 )
+from procession.providers import AnthropicModel, OpenAIResponsesModel
 from procession.runtime import ModelRequest
-from procession.runtime.providers import AnthropicModel, OpenAIResponsesModel
 from procession.testing.fake_provider import (
     HttpError,
     Stream,
@@ -189,7 +189,7 @@ async def test_a_chat_body_cut_after_finish_reason_is_incomplete() -> None:
     """We always ask for include_usage: a body that ends after finish_reason but
     before the usage chunk and [DONE] was cut off."""
     from procession import ProviderError
-    from procession.runtime.providers import OpenAIChatModel
+    from procession.providers import OpenAIChatModel
     from procession.testing.fake_provider import Fault
 
     with trio.fail_after(10):

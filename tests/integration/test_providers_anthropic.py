@@ -17,7 +17,7 @@ import attrs
 import pytest
 import trio
 
-from procession import Agent, Processor, ProviderError
+from procession import Agent, ConfigurationError, Processor, ProviderError
 from procession.chunks import (
     Chunk,
     ReasoningDeltaChunk,
@@ -43,7 +43,7 @@ from procession.processors import (
     PromptToolResultPart,
     PromptUserMessage,
 )
-from procession.processors._errors import ConfigurationError
+from procession.providers import AnthropicModel
 from procession.runtime import (
     ModelRequest,
     ToolDefinition,
@@ -51,7 +51,6 @@ from procession.runtime import (
     resolve_model,
     tool,
 )
-from procession.runtime.providers import AnthropicModel
 from procession.testing.fake_provider import (
     FakeProvider,
     Fault,

@@ -15,7 +15,7 @@ import attrs
 import pytest
 import trio
 
-from procession import Agent, ProviderError
+from procession import Agent, ConfigurationError, ProviderError
 from procession.chunks import (
     Chunk,
     ReasoningDeltaChunk,
@@ -37,9 +37,8 @@ from procession.processors import (
     PromptUserMessage,
     StreamErrorRetryProcessor,
 )
-from procession.processors._errors import ConfigurationError
+from procession.providers import OpenAIChatModel, OpenAIResponsesModel
 from procession.runtime import ModelRequest, ToolDefinition, resolve_model, tool
-from procession.runtime.providers import OpenAIChatModel, OpenAIResponsesModel
 from procession.testing.fake_provider import (
     FakeProvider,
     Fault,

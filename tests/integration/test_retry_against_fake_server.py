@@ -17,7 +17,7 @@ import trio
 
 from procession import Agent, ProviderError
 from procession.processors import StreamErrorRetryProcessor
-from procession.runtime.providers import AnthropicModel
+from procession.providers import AnthropicModel
 from procession.testing.fake_provider import (
     FakeProvider,
     Fault,

@@ -22,6 +22,7 @@ import trio.testing
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from procession import TripWire
 from procession.actors import Barrier, ExecutionMode, NewAttempt, open_output_pipeline
 from procession.chunks import (
     DataChunk,
@@ -34,8 +35,7 @@ from procession.chunks import (
     text_delta,
     to_wire,
 )
-from procession.processors._context import ProcessorViolation
-from procession.processors._errors import TripWire
+from procession.processors import ProcessorViolation
 from procession.testing import run_sequential
 
 ACTIONS = (

@@ -9,8 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from procession.chunks import Chunk, DataChunk, TextDeltaChunk, from_wire, to_wire
-from procession.processors._messages import Message
-from procession.processors._wire import message_from_wire, message_to_wire
+from procession.messages import Message, message_from_wire, message_to_wire
 from procession.testing._strategies import (
     chunk_streams,
     chunks,

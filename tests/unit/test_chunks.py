@@ -39,7 +39,7 @@ from procession.chunks import (
     tool_result,
     tripwire,
 )
-from procession.processors import _chunks
+from procession.data import _chunks
 
 # The chunk types the issue list names (data-* aside).
 EXPECTED_TYPES = {
@@ -198,6 +198,6 @@ def test_tripwire_error_abort_constructors() -> None:
 def test_facade_all_is_sorted_and_complete() -> None:
     names = procession.chunks.__all__
     assert names == sorted(names)
-    assert set(names) == {*_chunks.__all__, "to_wire", "from_wire"}
+    assert set(names) == {*_chunks.__all__, "Usage", "to_wire", "from_wire"}
     for name in names:
         assert hasattr(procession.chunks, name), name

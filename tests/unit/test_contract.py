@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from procession import MissingFieldError, UnknownChunkTypeError
 from procession.chunks import DataChunk, data, text_delta
 from procession.processors import (
     AbortSignal,
@@ -44,7 +45,6 @@ from procession.processors._contract import (
     read_llm_request_result,
     read_message_result,
 )
-from procession.processors._errors import MissingFieldError, UnknownChunkTypeError
 
 # --- Processor defaults ------------------------------------------------------------
 

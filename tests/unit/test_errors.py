@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import procession
-from procession.processors import _errors
-from procession.processors._errors import (
+from procession import _errors
+from procession.processors import (
     ConfigurationError,
     DuplicateProcessorIdError,
     Headers,

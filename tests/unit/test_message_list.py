@@ -13,13 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from procession.processors._errors import (
+from procession import (
     ConfigurationError,
     MessageFormatError,
     ProcessorContractError,
 )
-from procession.processors._message_list import MessageList
-from procession.processors._messages import (
+from procession.messages import (
     DataPart,
     FilePart,
     Message,
@@ -35,7 +34,8 @@ from procession.processors._messages import (
     ToolInvocationPart,
     UnknownPart,
 )
-from procession.processors._prompt import (
+from procession.processors import (
+    MessageList,
     PromptAssistantMessage,
     PromptFilePart,
     PromptReasoningPart,

@@ -7,8 +7,7 @@ import datetime as dt
 import attrs
 import pytest
 
-from procession.processors._message_list import MessageList
-from procession.processors._messages import (
+from procession.data import (
     DataPart,
     FilePart,
     Message,
@@ -23,7 +22,8 @@ from procession.processors._messages import (
     new_message_id,
     utc_now,
 )
-from procession.processors._prompt import (
+from procession.processors import (
+    MessageList,
     PromptAssistantMessage,
     PromptReasoningPart,
     PromptTextPart,

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import pathlib
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -14,19 +18,27 @@ import procession
 PACKAGE = pathlib.Path(procession.__file__).parent
 PUBLIC_MODULES = [
     "procession",
-    "procession.processors",
     "procession.actors",
     "procession.chunks",
+    "procession.messages",
+    "procession.models",
+    "procession.processors",
+    "procession.processors.builtin",
+    "procession.providers",
+    "procession.runtime",
     "procession.testing",
     "procession.testing.fake_provider",
     "procession.testing.strategies",
-    "procession.runtime",
-    "procession.runtime.providers",
 ]
-LAYERS = ["processors", "actors", "runtime"]  # bottom to top
+# Faces of a layer for the layers above it (not documented for users).
+LAYER_FACES = ["procession.data", "procession.wire"]
+# Imports of another room's private module that remain, each with its reason:
+# the kernel's view of the hook contract (call a hook, read a hook's result,
+# find a TripWire in a group) is not part of the processor author's API.
+PRIVATE_IMPORTS_ALLOWED = {"procession.processors._contract"}
 
 
-@pytest.mark.parametrize("name", PUBLIC_MODULES)
+@pytest.mark.parametrize("name", PUBLIC_MODULES + LAYER_FACES)
 def test_all_is_sorted_complete_and_importable(name: str) -> None:
     module = importlib.import_module(name)
     exported = module.__all__
@@ -43,52 +55,128 @@ def test_all_is_sorted_complete_and_importable(name: str) -> None:
     assert public <= set(exported), f"{name} exposes {public - set(exported)}"
 
 
-def _imports(path: pathlib.Path) -> set[str]:
-    """The procession subpackages a module imports (absolute or relative)."""
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_every_public_class_names_a_public_home(name: str) -> None:
+    """``__module__`` is a public module, so reprs and tracebacks never show a
+    private path (``procession.ConfigurationError``, not ``procession._errors``)."""
+    module = importlib.import_module(name)
+    private = {
+        attr: obj.__module__
+        for attr in module.__all__
+        if isinstance(obj := getattr(module, attr), type)
+        and obj.__module__.startswith("procession")
+        and any(part.startswith("_") for part in obj.__module__.split("."))
+    }
+    assert private == {}
+
+
+def test_errors_and_values_have_the_homes_users_import_them_from() -> None:
+    assert procession.ConfigurationError.__module__ == "procession"
+    assert procession.TripWire.__module__ == "procession"
+    assert procession.chunks.TextDeltaChunk.__module__ == "procession.chunks"
+    assert procession.messages.TextPart.__module__ == "procession.messages"
+    assert repr(procession.ConfigurationError).startswith(
+        "<class 'procession.ConfigurationError'"
+    )
+
+
+def test_the_old_providers_path_is_a_warning_alias() -> None:
+    """``procession.runtime.providers`` (the README's path until 0.1) still
+    works for one release, with a DeprecationWarning naming the new home."""
+    from procession import providers
+
+    old = importlib.import_module("procession.runtime.providers")
+    with pytest.warns(DeprecationWarning, match=r"moved to procession\.providers"):
+        assert old.AnthropicModel is providers.AnthropicModel
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = old.Nope
+
+
+def _private_imports(path: pathlib.Path) -> set[str]:
+    """Modules of another procession room whose private module ``path`` imports."""
     tree = ast.parse(path.read_text())
     rel = path.relative_to(PACKAGE.parent).with_suffix("")
     here = list(rel.parts[:-1])
     found: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = here[: len(here) - node.level + 1]
-                target = [*base, *(node.module or "").split(".")]
-            else:
-                target = (node.module or "").split(".")
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "procession" and len(parts) > 1:
-                    found.add(parts[1])
+        if not isinstance(node, ast.ImportFrom):
             continue
+        if node.level:
+            base = here[: len(here) - node.level + 1]
+            target = [*base, *(node.module or "").split(".")]
         else:
-            continue
-        if target and target[0] == "procession" and len(target) > 1:
-            found.add(target[1])
+            target = (node.module or "").split(".")
+        private = [i for i, part in enumerate(target) if part.startswith("_")]
+        if target[0] != "procession" or not private or private[0] < 2:
+            continue  # not ours, not private, or a top-level module (_errors)
+        if target[: private[0]] != here[: private[0]]:
+            found.add(".".join(target))
     return found
 
 
-@pytest.mark.parametrize("layer", LAYERS)
-def test_imports_only_go_down(layer: str) -> None:
-    """runtime -> actors -> processors; nothing imports upward."""
-    above = set(LAYERS[LAYERS.index(layer) + 1 :]) | {"testing", "chunks"}
+def test_rooms_talk_through_each_others_faces() -> None:
+    """A room imports another room's names from its ``__init__``, not from its
+    private modules (the few allowed are listed above with their reason)."""
     offenders = {
-        str(path.relative_to(PACKAGE)): sorted(_imports(path) & above)
-        for path in (PACKAGE / layer).rglob("*.py")
-        if _imports(path) & above
+        str(path.relative_to(PACKAGE)): sorted(found - PRIVATE_IMPORTS_ALLOWED)
+        for path in PACKAGE.rglob("*.py")
+        if (found := _private_imports(path)) - PRIVATE_IMPORTS_ALLOWED
     }
     assert offenders == {}
 
 
-def test_the_layering_check_sees_an_upward_import(tmp_path: pathlib.Path) -> None:
-    """The check above can fail: a relative import of ..runtime is found."""
-    module = PACKAGE / "processors" / "_probe_for_layer_test.py"
-    module.write_text("from ..runtime import x\n")
+def test_the_face_check_sees_a_private_import(tmp_path: pathlib.Path) -> None:
+    """The check above can fail (the probe is written under tmp_path, never into
+    the package)."""
+    probe = tmp_path / "procession" / "actors" / "_probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text("from ..data._chunks import TextDeltaChunk\n")
+    tree = ast.parse(probe.read_text())
+    node = tree.body[0]
+    assert isinstance(node, ast.ImportFrom)
+    assert node.module == "data._chunks"
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, tmp_path / "procession"
     try:
-        assert "runtime" in _imports(module)
+        assert _private_imports(probe) == {"procession.data._chunks"}
     finally:
-        module.unlink()
+        PACKAGE = saved
+
+
+def _lint_imports(root: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    """import-linter's own command on the package under ``root``."""
+    return subprocess.run(
+        [str(pathlib.Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_the_layer_contracts_hold() -> None:
+    """The layers of DESIGN.md, as the contracts in pyproject.toml state them."""
+    result = _lint_imports(PACKAGE.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_the_layer_contracts_see_an_upward_import(tmp_path: pathlib.Path) -> None:
+    """The contracts can fail: a copy of the package in which the data layer
+    imports the runtime is rejected, naming the import."""
+    shutil.copytree(PACKAGE, tmp_path / "procession", ignore=_pycache)
+    shutil.copy(PACKAGE.parent / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "procession" / "data" / "_probe.py").write_text(
+        "from ..runtime import Agent\n"
+    )
+    result = _lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "procession.data._probe -> procession.runtime" in result.stdout
+
+
+def _pycache(directory: str, names: list[str]) -> list[str]:
+    return [n for n in names if n == "__pycache__"]
 
 
 def test_readme_pipeline_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

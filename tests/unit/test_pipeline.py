@@ -18,6 +18,12 @@ import pytest
 import trio
 import trio.testing
 
+from procession import (
+    ConfigurationError,
+    ProcessorContractError,
+    ProcessorError,
+    TripWire,
+)
 from procession.actors import (
     Barrier,
     ExecutionMode,
@@ -36,15 +42,13 @@ from procession.chunks import (
     text_delta,
     to_wire,
 )
-from procession.processors._context import AbortSignal, ProcessorViolation
-from procession.processors._contract import HookArgs, ProcessOutputStreamArgs
-from procession.processors._errors import (
-    ConfigurationError,
-    ProcessorContractError,
-    ProcessorError,
-    TripWire,
+from procession.processors import (
+    AbortSignal,
+    HookArgs,
+    ProcessorViolation,
+    ProcessOutputStreamArgs,
+    register_processors,
 )
-from procession.processors._registration import register_processors
 
 MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
 each_mode = pytest.mark.parametrize("mode", MODES)

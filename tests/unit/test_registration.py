@@ -17,6 +17,7 @@ from seed_processors import (
 )
 
 from procession.processors import (
+    HOOK_NAMES,
     ConfigurationError,
     DuplicateProcessorIdError,
     ErrorProcessor,
@@ -25,7 +26,6 @@ from procession.processors import (
     Processor,
     ProcessorViolation,
 )
-from procession.processors._contract import HOOK_NAMES
 from procession.processors._registration import HookSpec, register_processors
 
 

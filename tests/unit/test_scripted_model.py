@@ -10,6 +10,11 @@ import pytest
 import trio
 import trio.testing
 
+from procession import (
+    ConfigurationError,
+    ProcessionError,
+    ProviderError,
+)
 from procession.chunks import (
     Chunk,
     ReasoningDeltaChunk,
@@ -34,24 +39,19 @@ from procession.chunks import (
     text_start,
     tool_call,
 )
-from procession.processors._errors import (
-    ConfigurationError,
-    ProcessionError,
-    ProviderError,
-)
-from procession.processors._prompt import (
-    PromptMessage,
-    PromptSystemMessage,
-    PromptTextPart,
-    PromptUserMessage,
-)
-from procession.runtime._model import (
+from procession.models import (
     LanguageModel,
     ModelFinish,
     ModelRequest,
     ToolDefinition,
 )
-from procession.runtime._scripted import (
+from procession.processors import (
+    PromptMessage,
+    PromptSystemMessage,
+    PromptTextPart,
+    PromptUserMessage,
+)
+from procession.testing import (
     Delay,
     RecordedCall,
     ScriptedModel,

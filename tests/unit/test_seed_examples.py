@@ -65,6 +65,7 @@ from procession.processors import (
     ToolInvocation,
     ToolInvocationPart,
     TripWire,
+    register_processors,
 )
 from procession.processors._contract import (
     call_hook,
@@ -72,7 +73,6 @@ from procession.processors._contract import (
     read_input_step_result,
     read_message_result,
 )
-from procession.processors._registration import register_processors
 
 MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)

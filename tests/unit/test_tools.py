@@ -12,14 +12,14 @@ import attrs
 import pytest
 import trio
 
-from procession.processors._context import RequestContext
-from procession.processors._errors import ConfigurationError, ToolArgumentsError
-from procession.runtime import _tools
-from procession.runtime._model import ToolDefinition
-from procession.runtime._tools import (
+from procession import ConfigurationError, ToolArgumentsError
+from procession.models import ToolDefinition
+from procession.processors import RequestContext
+from procession.runtime import (
     Tool,
     ToolContext,
     ToolSet,
+    _tools,
     execute_tool,
     json_schema,
     parse_arguments,

@@ -10,6 +10,12 @@ from typing import Any
 import attrs
 import pytest
 
+from procession import (
+    MissingFieldError,
+    ProviderError,
+    UnknownChunkTypeError,
+    WireFormatError,
+)
 from procession.chunks import (
     DataChunk,
     ErrorChunk,
@@ -35,13 +41,7 @@ from procession.chunks import (
     tool_result,
     tripwire,
 )
-from procession.processors._errors import (
-    MissingFieldError,
-    ProviderError,
-    UnknownChunkTypeError,
-    WireFormatError,
-)
-from procession.processors._messages import (
+from procession.messages import (
     DataPart,
     FilePart,
     Message,
@@ -53,8 +53,9 @@ from procession.processors._messages import (
     TextPart,
     ToolInvocationPart,
     UnknownPart,
+    message_from_wire,
+    message_to_wire,
 )
-from procession.processors._wire import message_from_wire, message_to_wire
 
 # --------------------------------------------------------------------------- #
 # Exact chunk shapes

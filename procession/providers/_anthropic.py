@@ -33,7 +33,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from ...processors._chunks import (
+from .._errors import ConfigurationError, MessageFormatError, ProviderError
+from ..data import (
+    PromptAssistantMessage,
+    PromptFilePart,
+    PromptMessage,
+    PromptReasoningPart,
+    PromptSystemMessage,
+    PromptTextPart,
+    PromptToolCallPart,
+    PromptToolMessage,
+    PromptToolResultPart,
+    PromptUserMessage,
     ReasoningDeltaChunk,
     ReasoningDeltaPayload,
     ReasoningEndChunk,
@@ -60,20 +71,7 @@ from ...processors._chunks import (
     ToolCallPayload,
     Usage,
 )
-from ...processors._errors import ConfigurationError, MessageFormatError, ProviderError
-from ...processors._prompt import (
-    PromptAssistantMessage,
-    PromptFilePart,
-    PromptMessage,
-    PromptReasoningPart,
-    PromptSystemMessage,
-    PromptTextPart,
-    PromptToolCallPart,
-    PromptToolMessage,
-    PromptToolResultPart,
-    PromptUserMessage,
-)
-from .._model import ModelFinish, ModelRequest, ToolChoice, ToolDefinition
+from ..models import ModelFinish, ModelRequest, ToolChoice, ToolDefinition
 from ._errors import anthropic_error, incomplete_stream
 from ._json import as_dict, dumps, get_dict, get_int, get_str, parse_args
 from ._sse import ProviderCall, ProviderResponse, ServerSentEvent, usage_total

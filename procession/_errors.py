@@ -23,13 +23,14 @@ processor's own ``except Exception:`` cannot swallow its abort.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
+
+from ._headers import Headers
 
 __all__ = [
     "ConfigurationError",
     "DuplicateProcessorIdError",
-    "Headers",
     "MessageFormatError",
     "MissingFieldError",
     "ProcessionError",
@@ -122,36 +123,6 @@ class ProcessorError(ProcessionError):
         super().__init__(f"processor {processor_id!r} failed in {hook}: {error!r}")
         self.processor_id = processor_id
         self.hook = hook
-
-
-class Headers(Mapping[str, str]):
-    """A read-only, case-insensitive mapping of HTTP response headers."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[str, str] | None = None) -> None:
-        self._items: dict[str, tuple[str, str]] = {}
-        for key, value in (items or {}).items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise TypeError(
-                    f"header names and values must be str, got {key!r}: {value!r}"
-                )
-            self._items[key.lower()] = (key, value)
-
-    def __getitem__(self, key: str) -> str:
-        return self._items[key.lower()][1]
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key.lower() in self._items
-
-    def __iter__(self) -> Iterator[str]:
-        return (original for original, _ in self._items.values())
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __repr__(self) -> str:
-        return f"Headers({dict(self)!r})"
 
 
 class ProviderError(ProcessionError):

@@ -23,8 +23,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
-from ..processors._chunks import Chunk, Usage
-from ..processors._prompt import PromptMessage
+from ..data import Chunk, PromptMessage, Usage
 
 __all__ = [
     "FinishReason",

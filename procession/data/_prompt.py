@@ -42,6 +42,7 @@ __all__ = [
     "PromptUserMessage",
     "PromptUserPart",
     "ProviderOptions",
+    "joined_text",
     "to_prompt_messages",
 ]
 
@@ -235,7 +236,7 @@ def _convert(message: Message) -> Iterator[PromptMessage]:
     content = message.content
     options = content.provider_metadata
     if message.role == "system":
-        text = _text_of(message, sep="\n")
+        text = joined_text(message, sep="\n")
         if text:
             yield PromptSystemMessage(text, provider_options=options)
         return
@@ -372,7 +373,7 @@ def _opts(
     return part.provider_metadata or None
 
 
-def _text_of(message: Message, *, sep: str = "\n") -> str:
+def joined_text(message: Message, *, sep: str = "\n") -> str:
     """``content.content`` if set, else the text parts joined by ``sep`` (the rule
     Mastra uses to turn a returned ``role: "system"`` message into a system
     message)."""

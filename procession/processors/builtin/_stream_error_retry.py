@@ -58,9 +58,9 @@ from typing import Any, Final, TypeAlias, cast
 import attrs
 import trio
 
-from ._context import AbortSignal
-from ._contract import ProcessAPIErrorArgs, ProcessAPIErrorResult, Processor
-from ._errors import ConfigurationError
+from ..._errors import ConfigurationError
+from .._context import AbortSignal
+from .._contract import ProcessAPIErrorArgs, ProcessAPIErrorResult, Processor
 
 __all__ = [
     "DEFAULT_MAX_RETRY_AFTER_MS",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from ._chunks import Usage
+    from ._usage import Usage
 
 __all__ = [
     "OutputResult",

@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...processors._errors import ProviderError
+from .._errors import ProviderError
 
 if TYPE_CHECKING:
     import httpx2

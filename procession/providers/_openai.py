@@ -30,7 +30,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import attrs
 import trio
 
-from ...processors._chunks import (
+from .._errors import ConfigurationError, MessageFormatError, ProviderError
+from ..data import (
+    PromptAssistantMessage,
+    PromptFilePart,
+    PromptMessage,
+    PromptReasoningPart,
+    PromptSystemMessage,
+    PromptTextPart,
+    PromptToolCallPart,
+    PromptToolMessage,
+    PromptToolResultPart,
+    PromptUserMessage,
     ReasoningDeltaChunk,
     ReasoningDeltaPayload,
     ReasoningEndChunk,
@@ -55,20 +66,7 @@ from ...processors._chunks import (
     ToolCallPayload,
     Usage,
 )
-from ...processors._errors import ConfigurationError, MessageFormatError, ProviderError
-from ...processors._prompt import (
-    PromptAssistantMessage,
-    PromptFilePart,
-    PromptMessage,
-    PromptReasoningPart,
-    PromptSystemMessage,
-    PromptTextPart,
-    PromptToolCallPart,
-    PromptToolMessage,
-    PromptToolResultPart,
-    PromptUserMessage,
-)
-from .._model import ModelFinish, ModelRequest, ToolChoice, ToolDefinition
+from ..models import ModelFinish, ModelRequest, ToolChoice, ToolDefinition
 from ._errors import (
     headers_of,
     http_error,

@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ._contract import ProcessAPIErrorArgs, ProcessAPIErrorResult, Processor
-from ._messages import Message, MessageContent, TextPart
+from ...data import Message, MessageContent, TextPart
+from .._contract import ProcessAPIErrorArgs, ProcessAPIErrorResult, Processor
 
 __all__ = [
     "PREFILL_ERROR_PATTERNS",

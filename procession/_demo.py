@@ -28,7 +28,8 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from ..processors._chunks import (
+from ._errors import ConfigurationError
+from .data import (
     DataChunk,
     TextDeltaChunk,
     TextDeltaPayload,
@@ -38,18 +39,15 @@ from ..processors._chunks import (
     TextStartPayload,
     Usage,
 )
-from ..processors._contract import (
+from .models import LanguageModel, ModelFinish, resolve_model
+from .processors import (
     Processor,
     ProcessOutputStepArgs,
     ProcessOutputStreamArgs,
     ProcessToolResultArgs,
 )
-from ..processors._errors import ConfigurationError
-from ._agent import Agent, AgentResult
-from ._model import LanguageModel, ModelFinish
-from ._providers import resolve_model
-from ._scripted import Delay, ScriptedModel, tool_call_turn
-from ._tools import ToolContext, tool
+from .runtime import Agent, AgentResult, ToolContext, tool
+from .testing import Delay, ScriptedModel, tool_call_turn
 
 __all__ = ["demo_agent", "demo_model", "run_demo"]
 

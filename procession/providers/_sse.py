@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ...processors._chunks import Chunk, Usage
-from ...processors._errors import ProviderError
-from .._model import ModelFinish
+from .._errors import ProviderError
+from ..data import Chunk, Usage
+from ..models import ModelFinish
 
 if TYPE_CHECKING:
     import httpx2

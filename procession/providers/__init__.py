@@ -15,7 +15,8 @@ Every provider raises ``ProviderError`` (never an SDK exception) and closes its
 HTTP response when the ``async with model.stream(...)`` block is left.
 """
 
-from .._providers import register_provider as _register
+from .._faces import fixup_module_metadata as _fixup_module_metadata
+from ..models import register_provider as _register
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._openai import OpenAIChatModel as OpenAIChatModel
 from ._openai import OpenAIResponsesModel as OpenAIResponsesModel
@@ -29,3 +30,5 @@ __all__ = [
 _register("anthropic", AnthropicModel)
 _register("openai", OpenAIResponsesModel)
 _register("openai-chat", OpenAIChatModel)
+
+_fixup_module_metadata(__name__, globals())

@@ -55,11 +55,17 @@ from typing import Any, TypeAlias, TypeGuard
 import attrs
 import trio
 
-from ..processors._chunks import (
+from .._errors import ConfigurationError, ProcessionError
+from ..data import (
     CHUNK_TYPES,
     Chunk,
     DataChunk,
     FinishChunk,
+    PromptAssistantMessage,
+    PromptMessage,
+    PromptSystemMessage,
+    PromptTextPart,
+    PromptUserMessage,
     ReasoningDeltaChunk,
     ReasoningDeltaPayload,
     ReasoningEndChunk,
@@ -85,21 +91,13 @@ from ..processors._chunks import (
     ToolCallPayload,
     Usage,
 )
-from ..processors._errors import ConfigurationError, ProcessionError
-from ..processors._prompt import (
-    PromptAssistantMessage,
-    PromptMessage,
-    PromptSystemMessage,
-    PromptTextPart,
-    PromptUserMessage,
-)
-from ..processors._wire import from_wire
-from ._model import (
+from ..models import (
     ModelFinish,
     ModelRequest,
     ToolChoice,
     ToolDefinition,
 )
+from ..wire import from_wire
 
 __all__ = [
     "CallLog",

@@ -57,9 +57,9 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from procession.processors import _chunks as c
-from procession.processors import _messages as m
-from procession.processors._errors import (
+from .. import data as c
+from .. import data as m
+from .._errors import (
     MissingFieldError,
     ProviderError,
     UnknownChunkTypeError,

@@ -18,7 +18,7 @@ Chunks are immutable values: a processor that changes a chunk returns a new one
 (``attrs.evolve``), because earlier stages keep references in ``stream_parts``.
 Every chunk, payload and sub-object keeps the JSON keys this library does not
 model in ``extra``, so a chunk read from Mastra JSON is written back unchanged
-(see ``procession.processors._wire``). Field names are snake_case; the wire
+(see ``procession.wire``). Field names are snake_case; the wire
 names are their camelCase forms.
 
 ``None`` means "absent": optional fields left at ``None`` are not written to
@@ -34,7 +34,10 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
+from ._usage import Usage
+
 __all__ = [
+    "CHUNK_CLASSES",
     "CHUNK_TYPES",
     "AbortChunk",
     "AbortPayload",
@@ -97,7 +100,6 @@ __all__ = [
     "ToolResultPayload",
     "TripwireChunk",
     "TripwirePayload",
-    "Usage",
     "abort",
     "data",
     "error",
@@ -122,22 +124,6 @@ ChunkFrom: TypeAlias = str
 # --------------------------------------------------------------------------- #
 # Sub-objects of step-finish / finish payloads
 # --------------------------------------------------------------------------- #
-
-
-@attrs.frozen(kw_only=True)
-class Usage:
-    """Token usage (AI SDK ``LanguageModelUsage``). Counts are ``None`` when the
-    provider did not report them."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cached_input_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
-    raw: Any = None
-    """The provider's own usage object, unchanged."""
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -920,6 +906,10 @@ _FIXED_TYPE_CLASSES: tuple[type[Any], ...] = (
 CHUNK_TYPES: Mapping[str, type[Any]] = {cls.type: cls for cls in _FIXED_TYPE_CLASSES}
 """Mastra ``type`` string -> chunk class, for every fixed type (``data-*``
 chunks are ``DataChunk``, whatever their name)."""
+
+CHUNK_CLASSES: frozenset[type[Any]] = frozenset((*_FIXED_TYPE_CLASSES, DataChunk))
+"""Every chunk class: ``chunk.__class__ in CHUNK_CLASSES`` is the fast "is this
+a chunk" test the pipeline runs on every item."""
 
 
 def is_data_chunk(chunk: object) -> bool:

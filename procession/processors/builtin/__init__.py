@@ -1,0 +1,51 @@
+"""The built-in processors (re-exported from ``procession.processors``).
+
+* ``StreamErrorRetryProcessor``: retries a model call that failed with a
+  transient API or stream error (the seed's StreamErrorRetryProcessor).
+* ``PrefillErrorHandler``: recovers from Anthropic's "assistant message
+  prefill" rejection by appending a continue reminder.
+"""
+
+from ._prefill import PREFILL_ERROR_PATTERNS as PREFILL_ERROR_PATTERNS
+from ._prefill import PREFILL_REMINDER_TEXT as PREFILL_REMINDER_TEXT
+from ._prefill import PREFILL_REMINDER_TYPE as PREFILL_REMINDER_TYPE
+from ._prefill import PrefillErrorHandler as PrefillErrorHandler
+from ._prefill import is_prefill_error as is_prefill_error
+from ._stream_error_retry import (
+    DEFAULT_MAX_RETRY_AFTER_MS as DEFAULT_MAX_RETRY_AFTER_MS,
+)
+from ._stream_error_retry import (
+    RETRYABLE_OPENAI_ERROR_CODES as RETRYABLE_OPENAI_ERROR_CODES,
+)
+from ._stream_error_retry import TERMINAL_AUTH_ERROR_CODES as TERMINAL_AUTH_ERROR_CODES
+from ._stream_error_retry import DelayMs as DelayMs
+from ._stream_error_retry import ErrorMatcher as ErrorMatcher
+from ._stream_error_retry import OnRetry as OnRetry
+from ._stream_error_retry import RetryMatcher as RetryMatcher
+from ._stream_error_retry import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from ._stream_error_retry import get_retry_after_ms as get_retry_after_ms
+from ._stream_error_retry import is_bad_request_error as is_bad_request_error
+from ._stream_error_retry import (
+    is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
+)
+from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
+
+__all__ = [
+    "DEFAULT_MAX_RETRY_AFTER_MS",
+    "DelayMs",
+    "ErrorMatcher",
+    "OnRetry",
+    "PREFILL_ERROR_PATTERNS",
+    "PREFILL_REMINDER_TEXT",
+    "PREFILL_REMINDER_TYPE",
+    "PrefillErrorHandler",
+    "RETRYABLE_OPENAI_ERROR_CODES",
+    "RetryMatcher",
+    "StreamErrorRetryProcessor",
+    "TERMINAL_AUTH_ERROR_CODES",
+    "get_retry_after_ms",
+    "is_bad_request_error",
+    "is_prefill_error",
+    "is_retryable_openai_responses_stream_error",
+    "is_terminal_auth_error",
+]
