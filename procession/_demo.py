@@ -29,14 +29,19 @@ import attrs
 import trio
 
 from ._errors import ConfigurationError
-from .data import (
+from .chunks import (
     DataChunk,
+    StepRetryChunk,
+    StepStartChunk,
     TextDeltaChunk,
     TextDeltaPayload,
     TextEndChunk,
     TextEndPayload,
     TextStartChunk,
     TextStartPayload,
+    ToolCallChunk,
+    ToolResultChunk,
+    TripwireChunk,
     Usage,
 )
 from .models import LanguageModel, ModelFinish, resolve_model
@@ -334,49 +339,49 @@ async def _converse(
 
     async with agent.stream(question, **options) as stream:
         async for chunk in stream:
-            kind = chunk.type
-            if kind == "text-delta":
-                if not in_text:
-                    out.write(style.green("agent › "))
-                    in_text = True
-                out.write(chunk.payload.text)
-            elif kind in ("step-start", "text-end"):
-                newline()
-            elif kind == "tool-call":
-                newline()
-                out.write(
-                    style.magenta(
-                        f"  ⚙ calls {chunk.payload.tool_name}({chunk.payload.args})\n"
+            match chunk:
+                case TextDeltaChunk():
+                    if not in_text:
+                        out.write(style.green("agent › "))
+                        in_text = True
+                    out.write(chunk.payload.text)
+                case StepStartChunk() | TextEndChunk():
+                    newline()
+                case ToolCallChunk():
+                    newline()
+                    call = chunk.payload
+                    out.write(
+                        style.magenta(f"  ⚙ calls {call.tool_name}({call.args})\n")
                     )
-                )
-            elif kind == "tool-result":
-                out.write(style.magenta(f"  ⚙ result {chunk.payload.result}\n"))
-            elif kind == "step-retry":
-                newline()
-                out.write(
-                    style.yellow(
-                        f"  ↺ step {chunk.payload.step_number} retried "
-                        f"(retry {chunk.payload.retry_count}): {chunk.payload.reason}\n"
+                case ToolResultChunk():
+                    out.write(style.magenta(f"  ⚙ result {chunk.payload.result}\n"))
+                case StepRetryChunk():
+                    newline()
+                    retry = chunk.payload
+                    out.write(
+                        style.yellow(
+                            f"  ↺ step {retry.step_number} retried "
+                            f"(retry {retry.retry_count}): {retry.reason}\n"
+                        )
                     )
-                )
-            elif kind == "tripwire":
-                newline()
-                events[chunk.payload.processor_id or "?"] += 1
-                out.write(
-                    style.red(
-                        f"  ✖ blocked by {chunk.payload.processor_id}: "
-                        f"{chunk.payload.reason}\n"
+                case TripwireChunk():
+                    newline()
+                    events[chunk.payload.processor_id or "?"] += 1
+                    out.write(
+                        style.red(
+                            f"  ✖ blocked by {chunk.payload.processor_id}: "
+                            f"{chunk.payload.reason}\n"
+                        )
                     )
-                )
-            elif isinstance(chunk, DataChunk) and kind == "data-processor-event":
-                events[chunk.data["processor"]] += 1
-                line = style.cyan(
-                    f"  [{chunk.data['processor']}] {chunk.data['message']}\n"
-                )
-                if in_text:
-                    held.append(line)  # shown when the sentence is done
-                else:
-                    out.write(line)
+                case DataChunk(type="data-processor-event"):
+                    events[chunk.data["processor"]] += 1
+                    line = style.cyan(
+                        f"  [{chunk.data['processor']}] {chunk.data['message']}\n"
+                    )
+                    if in_text:
+                        held.append(line)  # shown when the sentence is done
+                    else:
+                        out.write(line)
             out.flush()
         newline()
         return await stream.result()

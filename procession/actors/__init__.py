@@ -1,13 +1,12 @@
-"""The actor kernel: processor actors, links and the output-stream pipeline."""
+"""The actor kernel: processor actors, the output-stream pipeline, and the
+run's coordination protocol (``RunControl``)."""
 
 from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._actor import ProcessorActor as ProcessorActor
-from ._actor import actors_for as actors_for
-from ._pipeline import Barrier as Barrier
-from ._pipeline import Deliver as Deliver
-from ._pipeline import EndRun as EndRun
+from ._control import RetryRequested as RetryRequested
+from ._control import RunControl as RunControl
+from ._control import RunObserver as RunObserver
 from ._pipeline import ExecutionMode as ExecutionMode
-from ._pipeline import NewAttempt as NewAttempt
 from ._pipeline import OutputPipeline as OutputPipeline
 from ._pipeline import PipelineDriver as PipelineDriver
 from ._pipeline import PipelineOutcome as PipelineOutcome
@@ -15,17 +14,15 @@ from ._pipeline import PipelineStatistics as PipelineStatistics
 from ._pipeline import open_output_pipeline as open_output_pipeline
 
 __all__ = [
-    "Barrier",
-    "Deliver",
-    "EndRun",
     "ExecutionMode",
-    "NewAttempt",
     "OutputPipeline",
     "PipelineDriver",
     "PipelineOutcome",
     "PipelineStatistics",
     "ProcessorActor",
-    "actors_for",
+    "RetryRequested",
+    "RunControl",
+    "RunObserver",
     "open_output_pipeline",
 ]
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import trio
 
-from ..processors import ProcessorSet, ProcessorSpec
+from ..processors import ProcessorSpec
 from ..processors._contract import HookArgs, call_hook
 
-__all__ = ["ProcessorActor", "actors_for"]
+__all__ = ["ProcessorActor"]
 
 logger = logging.getLogger("procession")
 
@@ -101,8 +101,3 @@ class ProcessorActor:
 
     def __repr__(self) -> str:
         return f"<ProcessorActor {self.spec.id!r} busy={self._busy}>"
-
-
-def actors_for(processors: ProcessorSet) -> dict[str, ProcessorActor]:
-    """One fresh actor (fresh ``state``) per distinct processor of a call."""
-    return {spec.id: ProcessorActor(spec) for spec in processors.all}

@@ -61,7 +61,6 @@ import trio
 
 from .._errors import (
     ConfigurationError,
-    ProcessorError,
     TripWire,
 )
 from ..data import (
@@ -83,6 +82,7 @@ from ..processors import (
 )
 from ..processors._contract import (
     ProcessOutputStreamArgs,
+    on_error_outcome,
     stream_result_error,
     tripwire_in,
 )
@@ -500,25 +500,15 @@ class _Stage:
         return _STOP
 
     def _failed(self, exc: Exception, item: Any) -> Any:
-        policy = self.on_error
-        if policy == "pass":
-            logger.warning(
-                "processor %r failed in %s; passing the chunk on unchanged "
-                "(on_error='pass'): %r",
-                self.id,
-                _HOOK,
-                exc,
-                exc_info=exc,
-            )
+        outcome = on_error_outcome(
+            self.on_error, self.id, _HOOK, exc, passing="passing the chunk on unchanged"
+        )
+        if outcome is None:
             return item
-        if policy == "block":
-            tripwire = TripWire(f"{self.id} failed: {exc}", processor_id=self.id)
-            tripwire.__cause__ = exc
-            return self._tripped(tripwire)
-        error = ProcessorError(self.id, _HOOK, exc)
-        error.__cause__ = exc
+        if isinstance(outcome, TripWire):
+            return self._tripped(outcome)
         self.stopped = True
-        self.out.append(_End(self.actor, error=error))
+        self.out.append(_End(self.actor, error=outcome))
         return _STOP
 
 
@@ -1015,15 +1005,7 @@ class OutputPipeline:
             await actor.notify_violation(violation)
 
     def _tripwire_chunk(self, tripwire: TripWire) -> TripwireChunk:
-        return TripwireChunk(
-            payload=TripwirePayload(
-                reason=tripwire.reason,
-                retry=tripwire.retry,
-                metadata=tripwire.metadata,
-                processor_id=tripwire.processor_id,
-            ),
-            run_id=self.run_id,
-        )
+        return TripwireChunk(payload=TripwirePayload.of(tripwire), run_id=self.run_id)
 
     def _finish_terminal(self, outcome: PipelineOutcome) -> None:
         self.outcome = outcome

@@ -126,7 +126,9 @@ from ._prompt import PromptUserPart as PromptUserPart
 from ._prompt import ProviderOptions as ProviderOptions
 from ._prompt import joined_text as joined_text
 from ._prompt import to_prompt_messages as to_prompt_messages
+from ._results import OutcomeKind as OutcomeKind
 from ._results import OutputResult as OutputResult
+from ._results import RunOutcome as RunOutcome
 from ._results import StepResult as StepResult
 from ._results import ToolCallInfo as ToolCallInfo
 from ._results import ToolResultInfo as ToolResultInfo
@@ -154,6 +156,7 @@ __all__ = [
     "MessageContent",
     "ObjectChunk",
     "ObjectResultChunk",
+    "OutcomeKind",
     "OutputResult",
     "Part",
     "Prompt",
@@ -187,6 +190,7 @@ __all__ = [
     "ResponseMetadataChunk",
     "ResponseMetadataPayload",
     "Role",
+    "RunOutcome",
     "SourceChunk",
     "SourceDocumentPart",
     "SourceInfo",

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
+from .._errors import TripWire
 from ._usage import Usage
 
 __all__ = [
@@ -448,6 +449,16 @@ class TripwirePayload:
     metadata: Any = None
     processor_id: str | None = None
     extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(cls, tripwire: TripWire) -> TripwirePayload:
+        """The payload of the chunk that reports a raised ``TripWire``."""
+        return cls(
+            reason=tripwire.reason,
+            retry=tripwire.retry,
+            metadata=tripwire.metadata,
+            processor_id=tripwire.processor_id,
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
+
+from .._errors import TripWire
 
 if TYPE_CHECKING:
     from ._usage import Usage
 
 __all__ = [
+    "OutcomeKind",
     "OutputResult",
+    "RunOutcome",
     "StepResult",
     "ToolCallInfo",
     "ToolResultInfo",
@@ -27,6 +31,42 @@ class TripwireInfo:
     retry: bool = False
     metadata: Any = None
     processor_id: str | None = None
+
+    @classmethod
+    def of(cls, tripwire: TripWire) -> TripwireInfo:
+        """The info of a raised ``TripWire``."""
+        return cls(
+            reason=tripwire.reason,
+            retry=tripwire.retry,
+            metadata=tripwire.metadata,
+            processor_id=tripwire.processor_id,
+        )
+
+
+OutcomeKind: TypeAlias = Literal["finish", "error", "tripwire", "abort"]
+
+
+@attrs.frozen(kw_only=True)
+class RunOutcome:
+    """How a run ended: decided once, at the client end, and never changed.
+
+    The stream's last chunk, ``generate()``'s result (``finish_reason``,
+    ``tripwire``, ``error``) and anything that records a finished run are all
+    derived from this one value.
+    """
+
+    kind: OutcomeKind
+    """``finish`` (the run completed), ``error``, ``tripwire`` or ``abort`` (the
+    caller cancelled it or left the stream early)."""
+    finish_reason: str
+    """``stop``, ``length``, ``tool-calls``, ... for ``finish``; ``error``;
+    ``other`` for a tripwire (as Mastra); ``aborted``."""
+    tripwire: TripwireInfo | None = None
+    error: BaseException | None = attrs.field(default=None, eq=False)
+    in_stream: bool = False
+    """Whether an output-stream processor ended the run on a chunk of the stream
+    (the attempt in flight was cut there), rather than a hook that runs between
+    the stream's steps."""
 
 
 @attrs.frozen(kw_only=True)

@@ -26,12 +26,13 @@ returns.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, TypeAlias
 
 import attrs
 
-from .._errors import ProcessorContractError, TripWire
+from .._errors import ProcessorContractError, ProcessorError, TripWire
 from ..data import Message, OutputResult, StepResult, SystemMessage, ToolCallInfo
 from ._context import (
     AbortSignal,
@@ -70,6 +71,8 @@ __all__ = [
     "default_abort_reason",
     "tripwire_in",
 ]
+
+logger = logging.getLogger("procession")
 
 OnError: TypeAlias = Literal["raise", "pass", "block"]
 """What happens when a hook raises a plain exception (SPEC §2.2):
@@ -615,6 +618,38 @@ def tripwire_in(group: BaseExceptionGroup[Any]) -> TripWire | None:
         first = first.exceptions[0]
     assert isinstance(first, TripWire)
     return first
+
+
+def on_error_outcome(
+    policy: OnError, processor_id: str, hook: str, error: Exception, *, passing: str
+) -> TripWire | ProcessorError | None:
+    """What a hook's plain exception means under its processor's ``on_error``:
+    the one home of the failure policy, for every lane.
+
+    Returns None for ``"pass"`` (logged; the caller carries on as if the hook
+    changed nothing, which ``passing`` describes for the log), a ``TripWire``
+    attributed to the processor for ``"block"``, and for ``"raise"`` the
+    ``ProcessorError`` the run fails with. The original is ``__cause__``.
+    """
+    if policy == "pass":
+        logger.warning(
+            "processor %r failed in %s; %s (on_error='pass'): %r",
+            processor_id,
+            hook,
+            passing,
+            error,
+            exc_info=error,
+        )
+        return None
+    if policy == "block":
+        tripwire = TripWire(
+            f"{processor_id} failed: {error}", processor_id=processor_id
+        )
+        tripwire.__cause__ = error
+        return tripwire
+    failed = ProcessorError(processor_id, hook, error)
+    failed.__cause__ = error
+    return failed
 
 
 # --- calling hooks ---------------------------------------------------------------

@@ -17,10 +17,12 @@ from ..models import register_provider as register_provider
 from ..models import registered_providers as registered_providers
 from ..models import resolve_model as resolve_model
 from ..models import unregister_provider as unregister_provider
-from ._agent import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
 from ._agent import Agent as Agent
-from ._agent import AgentResult as AgentResult
-from ._agent import AgentStream as AgentStream
+from ._options import USE_AGENT_DEFAULT as USE_AGENT_DEFAULT
+from ._options import UseAgentDefault as UseAgentDefault
+from ._result import AgentResult as AgentResult
+from ._state import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
+from ._stream import AgentStream as AgentStream
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolSet as ToolSet
@@ -44,6 +46,8 @@ __all__ = [
     "ToolContext",
     "ToolDefinition",
     "ToolSet",
+    "USE_AGENT_DEFAULT",
+    "UseAgentDefault",
     "execute_tool",
     "json_schema",
     "parse_arguments",

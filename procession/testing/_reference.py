@@ -17,7 +17,8 @@ from typing import Any
 import attrs
 
 from .._errors import ProcessorError, TripWire
-from ..actors import Barrier, NewAttempt, PipelineDriver, PipelineOutcome
+from ..actors import PipelineDriver, PipelineOutcome
+from ..actors._pipeline import Barrier, NewAttempt
 from ..data import (
     CHUNK_CLASSES,
     DataChunk,

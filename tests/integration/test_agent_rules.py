@@ -462,7 +462,7 @@ async def test_rule3_zero_disables_retries_even_with_error_processors(
         error_processors=[NoopErrorProcessor()],
         max_processor_retries=0 if where == "agent" else None,
     )
-    options = {"max_processor_retries": 0} if where == "call" else {}
+    options: dict[str, Any] = {"max_processor_retries": 0} if where == "call" else {}
     result = await agent.generate("hi", **options)
     assert len(model.calls) == 1
     assert result.finish_reason == "other"

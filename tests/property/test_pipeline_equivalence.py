@@ -23,7 +23,8 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from procession import TripWire
-from procession.actors import Barrier, ExecutionMode, NewAttempt, open_output_pipeline
+from procession.actors import ExecutionMode, open_output_pipeline
+from procession.actors._pipeline import Barrier, NewAttempt
 from procession.chunks import (
     DataChunk,
     ErrorChunk,

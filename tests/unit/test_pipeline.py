@@ -25,13 +25,12 @@ from procession import (
     TripWire,
 )
 from procession.actors import (
-    Barrier,
     ExecutionMode,
-    NewAttempt,
     OutputPipeline,
     ProcessorActor,
     open_output_pipeline,
 )
+from procession.actors._pipeline import Barrier, NewAttempt
 from procession.chunks import (
     DataChunk,
     ErrorChunk,

@@ -1,0 +1,273 @@
+"""The coordinator: one run's step loop, in the seed's order.
+
+``process_input`` once (the input lane); then steps (``StepRunner.attempt``)
+until the model stops calling tools or ``max_steps`` is reached, retrying an
+attempt when a processor asks and the budget allows; then the ``finish`` chunk
+through the output processors and ``process_output_result`` once. The
+coordinator owns the ``MessageList`` and the run's bookkeeping (``RunState``);
+it talks to the output pipeline only through ``RunControl``.
+
+It never decides the run's outcome itself: when it meets a tripwire or an error
+it *proposes* the end (``RunControl.end``), and the client end decides (an
+earlier terminal in the stream wins).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import attrs
+import trio
+
+from ..actors import RetryRequested, RunControl
+from ..data import (
+    FinishChunk,
+    FinishPayload,
+    OutputResult,
+    RunOutcome,
+    StartChunk,
+    StepOutput,
+    StepResult,
+    StepResultInfo,
+    StepRetryChunk,
+    StepRetryPayload,
+    TextPart,
+    TripwireInfo,
+    message_text,
+)
+from ..processors import ProcessionError, TripWire
+from ._hooks import HookLanes
+from ._state import (
+    RETRY_FEEDBACK_TAG,
+    Retry,
+    RunState,
+    StepView,
+    Terminal,
+    feedback_text,
+)
+from ._step import StepRunner
+
+__all__ = ["Coordinator"]
+
+logger = logging.getLogger("procession")
+
+
+class Coordinator:
+    """Runs one run's step loop (see the module docstring)."""
+
+    def __init__(self, state: RunState, lanes: HookLanes, control: RunControl) -> None:
+        self._state = state
+        self._lanes = lanes
+        self._control = control
+        self._steps = StepRunner(state, lanes, control)
+
+    async def drive(self, send: trio.MemorySendChannel[Any]) -> None:
+        """The run, start to finish; closes ``send`` at the end. A failure is
+        proposed as the run's end, never raised (``generate`` does not raise)."""
+        state, control = self._state, self._control
+        with send:
+            try:
+                await self._input_phase()
+                await control.inject(StartChunk(run_id=state.run_id))
+                await self._step_loop()
+                # Mastra 1I.67: process_output_result runs once the final finish
+                # chunk has been through the output processors (a processor may
+                # flush held-back text on it).
+                await control.inject(
+                    FinishChunk(
+                        payload=FinishPayload(
+                            step_result=StepResultInfo(reason=state.finish_reason),
+                            output=StepOutput(usage=state.usage),
+                        ),
+                        run_id=state.run_id,
+                    )
+                )
+                await control.settle()
+                self._late_text()
+                await self._output_result()
+            except Terminal as end:
+                await self._end(end)
+            except RetryRequested as late:
+                # Only an attempt's settle can grant a retry; defensive.
+                await self._end(Terminal(tripwire=late.tripwire))
+            except ProcessionError as exc:
+                # A processor broke the contract (wrong return type, a different
+                # MessageList, a bad model id...): the run fails with that error.
+                await self._end(Terminal(error=exc))
+            except Exception as exc:
+                # Anything else is a bug (ours or a processor's that slipped past
+                # the contract checks): the run fails with it rather than tearing
+                # the caller's block down with an exception group.
+                logger.exception("run %s failed unexpectedly", state.run_id)
+                await self._end(Terminal(error=exc))
+            state.completed = True
+
+    async def _end(self, end: Terminal) -> None:
+        if end.tripwire is not None:
+            tripwire = end.tripwire
+            await self._control.end(
+                RunOutcome(
+                    kind="tripwire",
+                    finish_reason="other",
+                    tripwire=TripwireInfo.of(tripwire),
+                ),
+                tripwire=tripwire,
+                # on_violation is awaited at the client end, only if this wins.
+                actor=self._lanes.actor_of(tripwire),
+            )
+        else:
+            await self._control.end(
+                RunOutcome(kind="error", finish_reason="error", error=end.error)
+            )
+
+    async def _input_phase(self) -> None:
+        """``process_input`` once (re-run from the original input on a retry)."""
+        state = self._state
+        actors = self._lanes.lane("process_input", "input")
+        if not actors:
+            return
+        ml = state.message_list
+        original = copy.deepcopy(ml.get.input.db())
+        while True:
+            try:
+                for actor in actors:
+                    result = await self._lanes.call(
+                        actor,
+                        "process_input",
+                        messages=ml.get.input.db(),
+                        system_messages=ml.get_system_messages(),
+                        message_list=ml,
+                    )
+                    state.apply_messages(result, actor.id, "process_input", "input")
+                return
+            except TripWire as tripwire:
+                if not (tripwire.retry and state.may_retry()):
+                    raise Terminal(tripwire=tripwire) from None
+                # SPEC §2.4: re-run the input phase from the original input; the
+                # feedback is shown to the processors now and to the model at
+                # step 0.
+                state.retry_count += 1
+                ml.remove_by_ids([m.id for m in ml.get.input.db()])
+                ml.add(copy.deepcopy(original), "input")
+                state.set_feedback(tripwire.reason)
+
+    async def _step_loop(self) -> None:
+        state, control = self._state, self._control
+        ml = state.message_list
+        system_snapshot = ml.snapshot_system_messages()
+        # The input phase's feedback (if it retried) is not part of the snapshot.
+        step_retry: StepRetryChunk | None = None
+        while state.accepted_steps() < state.spec.max_steps:
+            step_number = state.accepted_steps()
+            ml.restore_system_messages(system_snapshot)
+            ml.clear_system_messages(RETRY_FEEDBACK_TAG)
+            if state.feedback is not None:
+                ml.add_system(state.feedback, tag=RETRY_FEEDBACK_TAG)
+            # The client end switches to this view when the attempt begins there,
+            # so chunks are counted to the attempt they belong to. A retried
+            # attempt is discarded first; its step-retry chunk belongs to the new
+            # attempt (it would be dropped with the old one otherwise).
+            view = StepView()
+            await control.begin_attempt(
+                state.retry_count, discard=step_retry is not None, view=view
+            )
+            if step_retry is not None:
+                await control.inject(step_retry)
+                step_retry = None
+            try:
+                more = await self._steps.attempt(step_number, view)
+            except (Retry, RetryRequested) as retry:
+                feedback = retry.feedback if isinstance(retry, Retry) else True
+                step_retry = self._retried(step_number, retry.tripwire, feedback)
+                continue
+            # SPEC §2.5: the feedback goes once a step succeeds.
+            state.feedback = None
+            ml.clear_system_messages(RETRY_FEEDBACK_TAG)
+            # Every chunk of the step has been decided (the last settle): a retry
+            # asked for on a later chunk (finish, say) cannot be granted.
+            control.close_attempt()
+            if not more:
+                return
+
+    def _retried(
+        self, step_number: int, tripwire: TripWire, feedback: bool
+    ) -> StepRetryChunk:
+        """Record a rejected attempt; the ``step-retry`` chunk that announces it."""
+        state = self._state
+        state.steps.append(
+            StepResult(
+                step_number=step_number,
+                finish_reason="retry",
+                tripwire=TripwireInfo(
+                    reason=tripwire.reason,
+                    retry=True,
+                    metadata=tripwire.metadata,
+                    processor_id=tripwire.processor_id,
+                ),
+            )
+        )
+        state.retry_count += 1
+        if feedback:
+            state.feedback = feedback_text(tripwire.reason)
+        return StepRetryChunk(
+            payload=StepRetryPayload(
+                step_number=step_number,
+                reason=tripwire.reason,
+                retry_count=state.retry_count,
+                processor_id=tripwire.processor_id,
+            ),
+            run_id=state.run_id,
+        )
+
+    def _late_text(self) -> None:
+        """Text the client received after the last step was kept (a processor
+        that flushed on ``finish``) belongs to that step: add it."""
+        state = self._state
+        view = state.view
+        if not view.committed or len(view.text) <= view.committed_len:
+            return
+        late = "".join(view.text[view.committed_len :])
+        view.committed_len = len(view.text)
+        state.all_text.append(late)
+        if view.message is not None:
+            view.message.content.parts.append(TextPart(text=late))
+        for index in range(len(state.steps) - 1, -1, -1):
+            step = state.steps[index]
+            if step.finish_reason != "retry":
+                state.steps[index] = attrs.evolve(step, text=step.text + late)
+                break
+
+    async def _output_result(self) -> None:
+        state = self._state
+        ml = state.message_list
+        text = "".join(state.all_text)
+        result = OutputResult(
+            text=text,
+            usage=state.usage,
+            finish_reason=state.finish_reason,
+            steps=tuple(state.steps),
+        )
+        changed = False
+        for actor in self._lanes.lane("process_output_result", "output"):
+            try:
+                raw = await self._lanes.call(
+                    actor,
+                    "process_output_result",
+                    messages=ml.get.response.db(),
+                    message_list=ml,
+                    result=result,
+                )
+            except TripWire as tripwire:
+                # A tripwire rejects the output, it does not erase it (SPEC §2.6).
+                state.output_result_tripped = True
+                state.final_text = text
+                raise Terminal(tripwire=tripwire) from None
+            changed |= state.apply_messages(
+                raw, actor.id, "process_output_result", "response"
+            )
+        if changed:
+            state.final_text = "".join(
+                message_text(m) for m in ml.get.response.db() if m.role == "assistant"
+            )

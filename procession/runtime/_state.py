@@ -1,0 +1,323 @@
+"""What one run keeps while it goes: its configuration, its bookkeeping, and
+what the client saw of each attempt.
+
+``RunSpec`` is fixed when the call is made (the agent's defaults merged with
+the call's options); ``RunState`` is the coordinator's bookkeeping, written by
+the step loop and read by the result; ``StepView`` is filled at the client end
+with what one attempt delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal, TypeAlias
+
+import attrs
+
+from ..actors import ExecutionMode
+from ..data import (
+    DataChunk,
+    FileChunk,
+    Message,
+    MessageContent,
+    ReasoningDeltaChunk,
+    ReasoningDetail,
+    ReasoningEndChunk,
+    ReasoningPart,
+    ReasoningSignatureChunk,
+    ReasoningStartChunk,
+    RedactedReasoningChunk,
+    SourceChunk,
+    StepResult,
+    StepStartPart,
+    TextDeltaChunk,
+    TextPart,
+    ToolCallChunk,
+    ToolInvocation,
+    ToolInvocationPart,
+    Usage,
+)
+from ..models import LanguageModel
+from ..processors import (
+    AbortSignal,
+    MessageList,
+    ProcessorSet,
+    RequestContext,
+    TracingContext,
+    TripWire,
+)
+from ..processors._contract import read_message_result
+from ._tools import ToolSet
+
+__all__ = [
+    "PREPARE_STEP_ID",
+    "RETRY_FEEDBACK_TAG",
+    "Retry",
+    "RunSpec",
+    "RunState",
+    "StepConfig",
+    "StepView",
+    "Terminal",
+    "feedback_text",
+]
+
+logger = logging.getLogger("procession")
+
+ReconcileScope: TypeAlias = Literal["input", "all", "response"]
+
+RETRY_FEEDBACK_TAG: Final = "processor-retry-feedback"
+"""The tag of the system message that carries a retry's feedback (SPEC §2.5)."""
+PREPARE_STEP_ID: Final = "prepare-step"
+
+
+def feedback_text(reason: str) -> str:
+    """The feedback the model gets after a processor rejected its answer."""
+    return (
+        f"Your previous response was not accepted: {reason}. Please try again with "
+        f"the feedback in mind."
+    )
+
+
+class Retry(Exception):
+    """Internal: the current attempt is rejected; retry it. ``feedback`` says
+    whether the model is told why (a processor rejected its answer) or not (the
+    API call failed: there was no answer to reject)."""
+
+    def __init__(self, tripwire: TripWire, *, feedback: bool = True) -> None:
+        self.tripwire = tripwire
+        self.feedback = feedback
+
+
+class Terminal(Exception):
+    """Internal: the coordinator ends the run (a tripwire, or an error)."""
+
+    def __init__(
+        self, *, tripwire: TripWire | None = None, error: BaseException | None = None
+    ) -> None:
+        self.tripwire = tripwire
+        self.error = error
+
+
+@attrs.frozen(kw_only=True)
+class RunSpec:
+    """One call's configuration: the agent's defaults with the call's options
+    applied and checked."""
+
+    run_id: str
+    processors: ProcessorSet
+    prepare_step: Callable[[Any], Any] | None
+    budget: int | None
+    max_steps: int
+    request_context: RequestContext
+    model: LanguageModel
+    model_for: Callable[[Any], LanguageModel]
+    """Resolves a model a processor names (``process_input_step``'s ``model``)."""
+    tools: ToolSet
+    tool_choice: Any
+    active_tools: list[str] | None
+    model_settings: Mapping[str, Any]
+    provider_options: Mapping[str, Any]
+    mode: ExecutionMode
+
+
+@attrs.define
+class StepView:
+    """What the client received during one attempt (filled at the client end)."""
+
+    text: list[str] = attrs.Factory(list)
+    reasoning: dict[str, list[str]] = attrs.Factory(dict)
+    signatures: dict[str, str] = attrs.Factory(dict)
+    # Reasoning blocks in arrival order: ("text", block id) or ("redacted", data),
+    # so they go back to the provider in the order it sent them.
+    blocks: list[tuple[str, str]] = attrs.Factory(list)
+    tool_calls: list[ToolCallChunk] = attrs.Factory(list)
+    sources: list[Any] = attrs.Factory(list)
+    files: list[Any] = attrs.Factory(list)
+    committed: bool = False
+    """Set once a step kept this attempt (its text is in the result)."""
+    committed_len: int = 0
+    """How many text pieces the kept step holds."""
+    message: Message | None = None
+    """The response message built from this attempt."""
+
+    def _block(self, block_id: str) -> list[str]:
+        if block_id not in self.reasoning:
+            self.reasoning[block_id] = []
+            self.blocks.append(("text", block_id))
+        return self.reasoning[block_id]
+
+    def observe(self, chunk: Any) -> None:
+        cls = chunk.__class__
+        if cls is TextDeltaChunk:
+            self.text.append(chunk.payload.text)
+        elif cls is ReasoningDeltaChunk:
+            self._block(chunk.payload.id).append(chunk.payload.text)
+        elif cls is ReasoningStartChunk:
+            self._block(chunk.payload.id)
+        elif cls is ReasoningEndChunk or cls is ReasoningSignatureChunk:
+            # A block may carry a signature and no visible text (omitted
+            # thinking); Anthropic still needs the signature back.
+            self._block(chunk.payload.id)
+            if chunk.payload.signature:
+                self.signatures[chunk.payload.id] = chunk.payload.signature
+        elif cls is RedactedReasoningChunk:
+            self.blocks.append(("redacted", chunk.payload.data))
+        elif cls is ToolCallChunk:
+            self.tool_calls.append(chunk)
+        elif cls is SourceChunk:
+            self.sources.append(chunk.payload)
+        elif cls is FileChunk:
+            self.files.append(chunk.payload)
+
+    @property
+    def text_value(self) -> str:
+        return "".join(self.text)
+
+    @property
+    def reasoning_value(self) -> str:
+        return "".join("".join(v) for v in self.reasoning.values())
+
+    def build_message(self, model_label: str) -> Message:
+        """The assistant message this attempt produced."""
+        parts: list[Any] = [StepStartPart(model=model_label)]
+        details = [
+            ReasoningDetail(
+                type="text",
+                text="".join(self.reasoning[key]),
+                signature=self.signatures.get(key),
+            )
+            if kind == "text"
+            else ReasoningDetail(type="redacted", data=key)
+            for kind, key in self.blocks
+        ]
+        if details:
+            parts.append(ReasoningPart(reasoning=self.reasoning_value, details=details))
+        if self.text:
+            parts.append(TextPart(text=self.text_value))
+        for call in self.tool_calls:
+            parts.append(
+                ToolInvocationPart(
+                    tool_invocation=ToolInvocation(
+                        state="call",
+                        tool_call_id=call.payload.tool_call_id,
+                        tool_name=call.payload.tool_name,
+                        args=call.payload.args,
+                    ),
+                    provider_executed=call.payload.provider_executed,
+                )
+            )
+        return Message(role="assistant", content=MessageContent(parts=parts))
+
+
+@attrs.define
+class StepConfig:
+    """The step's configuration as ``process_input_step`` processors chain it."""
+
+    model: LanguageModel
+    tools: ToolSet
+    tool_choice: Any
+    active_tools: list[str] | None
+    provider_options: Mapping[str, Any]
+    model_settings: Mapping[str, Any]
+    structured_output: Any
+
+    @classmethod
+    def start(cls, spec: RunSpec) -> StepConfig:
+        """A step's starting configuration: the run's."""
+        return cls(
+            model=spec.model,
+            tools=spec.tools,
+            tool_choice=spec.tool_choice,
+            active_tools=spec.active_tools,
+            provider_options=spec.provider_options,
+            model_settings=spec.model_settings,
+            structured_output=None,
+        )
+
+
+@attrs.define(eq=False)
+class RunState:
+    """The coordinator's bookkeeping for one run; the result is built from it
+    and the run's outcome."""
+
+    spec: RunSpec
+    message_list: MessageList
+    abort_signal: AbortSignal = attrs.Factory(AbortSignal)
+    tracing_context: TracingContext = attrs.field(init=False)
+    retry_count: int = 0
+    steps: list[StepResult] = attrs.Factory(list)
+    usage: Usage | None = None
+    view: StepView = attrs.Factory(StepView)
+    """The attempt the client is receiving now (switched at the client end)."""
+    all_text: list[str] = attrs.Factory(list)
+    custom_chunks: list[DataChunk] = attrs.Factory(list)
+    feedback: str | None = None
+    finish_reason: str = "unknown"
+    output_result_tripped: bool = False
+    final_text: str | None = None
+    current_step: int | None = None
+    """The step whose attempt is in flight, if any."""
+    completed: bool = False
+    """The coordinator reached its end on its own (finished, or proposed an end)."""
+    model_chunks_after_end: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        self.tracing_context = TracingContext(trace_id=self.spec.run_id)
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
+
+    def may_retry(self) -> bool:
+        """Whether the retry budget allows one more retry."""
+        budget = self.spec.budget
+        return budget is not None and self.retry_count < budget
+
+    def accepted_steps(self) -> int:
+        return sum(1 for s in self.steps if s.finish_reason != "retry")
+
+    # RunObserver: what the client end reports ------------------------------------
+
+    def attempt_began(self, view: Any) -> None:
+        """The client is receiving the attempt ``view`` belongs to."""
+        if isinstance(view, StepView):
+            self.view = view
+
+    def delivered(self, chunk: Any) -> None:
+        """The client received ``chunk``."""
+        self.view.observe(chunk)
+        if chunk.__class__ is DataChunk:
+            self.custom_chunks.append(chunk)
+
+    def stamp(self, chunk: Any) -> Any:
+        """``chunk`` with this run's id (``data-*`` chunks carry none)."""
+        run_id = self.spec.run_id
+        if chunk.__class__ is DataChunk or getattr(chunk, "run_id", None) == run_id:
+            return chunk
+        return attrs.evolve(chunk, run_id=run_id)
+
+    def apply_messages(
+        self, result: Any, processor_id: str, hook: str, scope: ReconcileScope
+    ) -> bool:
+        """Reconcile a hook's returned messages into the conversation; whether
+        the hook returned any (None means "no change")."""
+        ml = self.message_list
+        normalised = read_message_result(result, processor_id, hook, ml)
+        if normalised is None:
+            return False
+        ml.reconcile(
+            normalised.messages,
+            scope=scope,
+            default_source="response" if scope == "response" else "input",
+            system_messages=normalised.system_messages,
+            processor_id=processor_id,
+            hook=hook,
+        )
+        return True
+
+    def set_feedback(self, reason: str) -> None:
+        """Tell the model (and later processors) why the last answer was rejected."""
+        self.feedback = feedback_text(reason)
+        self.message_list.clear_system_messages(RETRY_FEEDBACK_TAG)
+        self.message_list.add_system(self.feedback, tag=RETRY_FEEDBACK_TAG)

@@ -1,0 +1,481 @@
+"""One attempt at one step: the input-step chain, the model call, the step's
+hooks and its tools.
+
+Chunk order: ``step-start``, the model's chunks, ``step-finish``; then, once the
+client end has decided everything before (``RunControl.settle``), the step's
+hooks, its tools and their ``tool-result`` chunks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+import attrs
+import trio
+
+from ..actors import ProcessorActor, RetryRequested, RunControl
+from ..data import (
+    ErrorChunk,
+    StepFinishChunk,
+    StepFinishPayload,
+    StepOutput,
+    StepResult,
+    StepResultInfo,
+    StepStartChunk,
+    StepStartPayload,
+    SystemMessage,
+    ToolCallChunk,
+    ToolCallInfo,
+    TripwireInfo,
+    add_usage,
+    new_message_id,
+)
+from ..models import ModelFinish, ModelRequest, ToolDefinition
+from ..processors import (
+    MessageList,
+    ProcessInputStepResult,
+    ProcessionError,
+    ProviderError,
+    TripWire,
+)
+from ..processors._contract import (
+    read_api_error_result,
+    read_input_step_result,
+    read_llm_request_result,
+    read_message_result,
+)
+from ._hooks import HookLanes
+from ._state import Retry, RunState, StepConfig, StepView, Terminal
+from ._tool_calls import ToolCalls
+from ._tools import ToolSet
+
+__all__ = ["StepRunner"]
+
+logger = logging.getLogger("procession")
+
+
+class StepRunner:
+    """Runs attempts at steps for one run (see the module docstring)."""
+
+    def __init__(self, state: RunState, lanes: HookLanes, control: RunControl) -> None:
+        self._state = state
+        self._lanes = lanes
+        self._control = control
+        self._tools = ToolCalls(state, lanes, control)
+
+    async def attempt(self, step_number: int, view: StepView) -> bool:
+        """One attempt at step ``step_number``. Returns whether another step
+        follows. Raises ``Retry`` or ``Terminal`` (or ``TripWire`` from the input
+        chain's caller), and ``RetryRequested`` from ``settle``."""
+        state, control = self._state, self._control
+        state.current_step = step_number
+        retries_before = state.retry_count
+        config = await self._input_step(step_number)
+        if state.retry_count != retries_before:
+            await control.mark_retry_count(state.retry_count, view)
+        prompt = state.message_list.get.all.prompt()
+        prompt, cached = await self._llm_request(step_number, config, prompt)
+        response_id = new_message_id()
+        await control.inject(
+            StepStartChunk(
+                payload=StepStartPayload(message_id=response_id), run_id=state.run_id
+            )
+        )
+        raw, finish = await self._model_call(step_number, config, prompt, cached)
+        state.usage = add_usage(state.usage, finish.usage)  # spent, kept or not
+        called_tools = any(c.__class__ is ToolCallChunk for c in raw)
+        await control.inject(
+            StepFinishChunk(
+                payload=StepFinishPayload(
+                    step_result=StepResultInfo(
+                        reason=finish.finish_reason, is_continued=called_tools or None
+                    ),
+                    output=StepOutput(usage=finish.usage),
+                    message_id=response_id,
+                ),
+                run_id=state.run_id,
+            )
+        )
+        # Everything of this attempt has reached the client end: in-band signals
+        # on its chunks are decided, and the view holds what the client saw (a
+        # processor may flush on step-finish).
+        await control.settle()
+        await self._llm_response(step_number, config, raw, finish, cached)
+        return await self._finish_attempt(
+            step_number, config, view, finish, response_id
+        )
+
+    async def _finish_attempt(
+        self,
+        step_number: int,
+        config: StepConfig,
+        view: StepView,
+        finish: ModelFinish,
+        response_id: str,
+    ) -> bool:
+        """Keep the attempt's message, run the step's hooks and tools; record the
+        step (or raise ``Retry`` / ``Terminal``)."""
+        state = self._state
+        ml = state.message_list
+        ml.mark_response_message_boundary()
+        message = view.build_message(f"{config.model.provider}/{config.model.model_id}")
+        message.id = response_id
+        view.message = message
+        ml.add(message, "response")
+        tool_calls = [
+            ToolCallInfo(
+                tool_call_id=c.payload.tool_call_id,
+                tool_name=c.payload.tool_name,
+                args=c.payload.args,
+                provider_executed=c.payload.provider_executed,
+            )
+            for c in view.tool_calls
+        ]
+        current = StepResult(
+            step_number=step_number,
+            text=view.text_value,
+            reasoning=view.reasoning_value,
+            tool_calls=tuple(tool_calls),
+            finish_reason=finish.finish_reason,
+            usage=finish.usage,
+            warnings=tuple(finish.warnings),
+            provider_metadata=finish.provider_metadata,
+            sources=tuple(view.sources),
+            files=tuple(view.files),
+            request=finish.request,
+            response=finish.raw_response,
+        )
+        try:
+            await self._output_step(step_number, current, tool_calls)
+            results = await self._tools.run(step_number, config, tool_calls)
+            if tool_calls:
+                # A stream processor may ask for a retry on a tool-result chunk.
+                await self._control.settle()
+        except TripWire as tripwire:
+            ml.remove_by_ids([response_id])
+            if tripwire.retry and state.may_retry():
+                raise Retry(tripwire) from None
+            state.steps.append(
+                attrs.evolve(
+                    current,
+                    text="",
+                    finish_reason="tripwire",
+                    tripwire=TripwireInfo.of(tripwire),
+                )
+            )
+            raise Terminal(tripwire=tripwire) from None
+        except RetryRequested:
+            ml.remove_by_ids([response_id])
+            raise
+        state.steps.append(attrs.evolve(current, tool_results=tuple(results)))
+        state.all_text.append(view.text_value)
+        view.committed = True
+        view.committed_len = len(view.text)
+        state.finish_reason = finish.finish_reason
+        return bool(tool_calls) and finish.finish_reason != "length"
+
+    # --- before the model ---------------------------------------------------------
+
+    async def _input_step(self, step_number: int) -> StepConfig:
+        """Chain ``process_input_step`` over the input lane, then ``prepare_step``.
+        A retry re-runs the chain from the step's starting configuration and
+        system messages, with the feedback (SPEC §2.4); in-place edits of the
+        conversation made by the rejected pass stay (they are the conversation).
+        """
+        state = self._state
+        actors = self._lanes.lane("process_input_step", "input")
+        if self._lanes.prepare_actor is not None:
+            actors.append(self._lanes.prepare_actor)
+        system = state.message_list.snapshot_system_messages()
+        while True:
+            config = StepConfig.start(state.spec)
+            try:
+                for actor in actors:
+                    await self._one_input_step(actor, step_number, config)
+                return config
+            except TripWire as tripwire:
+                if tripwire.retry and state.may_retry():
+                    state.retry_count += 1
+                    state.message_list.restore_system_messages(system)
+                    state.set_feedback(tripwire.reason)
+                    continue
+                raise Terminal(tripwire=tripwire) from None
+
+    async def _one_input_step(
+        self, actor: ProcessorActor, step_number: int, config: StepConfig
+    ) -> None:
+        state = self._state
+        ml = state.message_list
+        raw = await self._lanes.call(
+            actor,
+            "process_input_step",
+            messages=ml.get.all.db(),
+            message_list=ml,
+            step_number=step_number,
+            steps=tuple(state.steps),
+            system_messages=ml.get_all_system_messages(),
+            model=config.model,
+            tools=dict(config.tools),
+            tool_choice=config.tool_choice,
+            active_tools=config.active_tools,
+            provider_options=config.provider_options,
+            model_settings=config.model_settings,
+            structured_output=config.structured_output,
+        )
+        result = read_input_step_result(raw, actor.id)
+        if result is None or isinstance(result, MessageList):
+            if isinstance(result, MessageList) and result is not ml:
+                read_message_result(result, actor.id, "process_input_step", ml)
+            return
+        if isinstance(result, list):
+            state.apply_messages(result, actor.id, "process_input_step", "all")
+            return
+        assert isinstance(result, ProcessInputStepResult)
+        self._apply_input_step(actor, result, config)
+
+    def _apply_input_step(
+        self, actor: ProcessorActor, result: ProcessInputStepResult, config: StepConfig
+    ) -> None:
+        state = self._state
+        ml = state.message_list
+        if result.messages is not None:
+            state.apply_messages(
+                list(result.messages), actor.id, "process_input_step", "all"
+            )
+        if result.message_list is not None and result.message_list is not ml:
+            read_message_result(result.message_list, actor.id, "process_input_step", ml)
+        if result.system_messages is not None:
+            # args.system_messages showed every system message, tagged ones
+            # (e.g. retry feedback) included; those keep their tags and are not
+            # added again from the returned list.
+            tagged = ml.get_tagged_system_messages()
+            kept = {m.content for bucket in tagged.values() for m in bucket}
+            ml.replace_all_system_messages(
+                [m for m in result.system_messages if _system_text(m) not in kept]
+            )
+            for tag, bucket in tagged.items():
+                ml.add_system(bucket, tag=tag)
+        if result.model is not None:
+            config.model = state.spec.model_for(result.model)
+        if result.tools is not None:
+            config.tools = ToolSet.of(result.tools)
+        if result.tool_choice is not None:
+            config.tool_choice = result.tool_choice
+        if result.active_tools is not None:
+            config.active_tools = list(result.active_tools)
+        if result.provider_options is not None:
+            config.provider_options = result.provider_options
+        if result.model_settings is not None:
+            config.model_settings = result.model_settings
+        if result.structured_output is not None:
+            config.structured_output = result.structured_output
+
+    async def _llm_request(
+        self, step_number: int, config: StepConfig, prompt: list[Any]
+    ) -> tuple[list[Any], Sequence[Any] | None]:
+        cached: Sequence[Any] | None = None
+        for actor in self._lanes.lane("process_llm_request", "input"):
+            try:
+                raw = await self._lanes.call(
+                    actor,
+                    "process_llm_request",
+                    prompt=prompt,
+                    model=config.model,
+                    step_number=step_number,
+                    steps=tuple(self._state.steps),
+                )
+            except TripWire as tripwire:
+                raise Terminal(tripwire=tripwire) from None
+            result = read_llm_request_result(raw, actor.id)
+            if result is None:
+                continue
+            if result.prompt is not None:
+                prompt = list(result.prompt)
+            if result.response is not None and cached is None:
+                cached = list(result.response)  # the first cached response wins
+        return prompt, cached
+
+    # --- the model ----------------------------------------------------------------
+
+    async def _model_call(
+        self,
+        step_number: int,
+        config: StepConfig,
+        prompt: list[Any],
+        cached: Sequence[Any] | None,
+    ) -> tuple[list[Any], ModelFinish]:
+        """Stream the model (or the cached replay) into the pipeline. API errors go
+        to the error processors; a retry raises ``Retry``."""
+        state, control = self._state, self._control
+        raw: list[Any] = []
+        if cached is not None:
+            for chunk in cached:
+                raw.append(chunk)
+                await control.inject(state.stamp(chunk))
+            return raw, ModelFinish(finish_reason=_replay_reason(cached))
+        try:
+            with control.reading() as scope:
+                async with config.model.stream(_request(config, prompt)) as response:
+                    async for chunk in response:
+                        if chunk.__class__ is ErrorChunk:
+                            # A model that reports a failure as a chunk rather
+                            # than raising: the same path as a raised error.
+                            raise _error_from_chunk(chunk)
+                        raw.append(chunk)
+                        if control.ended:
+                            state.model_chunks_after_end += 1
+                            continue
+                        await control.inject(state.stamp(chunk))
+                        if control.retry_requested:
+                            break
+                    finish = response.finish or ModelFinish(
+                        finish_reason=_replay_reason(raw)
+                    )
+            if scope.cancelled_caught:
+                return raw, ModelFinish(finish_reason="other")
+            return raw, finish
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise  # the client end is gone: the run is being torn down
+        except ProcessionError as exc:
+            if not isinstance(exc, ProviderError):
+                # Not an API failure (a missing key, a malformed request...):
+                # error processors are not asked and nothing is retried.
+                raise Terminal(error=exc) from exc
+            await self._api_error(step_number, exc)
+        except Exception as exc:
+            await self._api_error(step_number, exc)
+
+    async def _api_error(self, step_number: int, error: Exception) -> NoReturn:
+        """The model call failed: let what was sent settle, then ask the error
+        processors (input, output, then error lane; the first ``retry`` wins)."""
+        await self._control.settle()
+        state = self._state
+        ml = state.message_list
+        retry_by: str | None = None
+        for actor in self._lanes.lane("process_api_error", "input", "output", "error"):
+            try:
+                raw = await self._lanes.call(
+                    actor,
+                    "process_api_error",
+                    error=error,
+                    messages=ml.get.all.db(),
+                    message_list=ml,
+                    step_number=step_number,
+                    steps=tuple(state.steps),
+                )
+            except TripWire as tripwire:
+                raise Terminal(tripwire=tripwire) from None
+            except Terminal as failed:
+                # SPEC §1E.29: a failing error processor is logged and skipped.
+                logger.warning(
+                    "error processor %r failed; trying the next one: %r",
+                    actor.id,
+                    failed.error,
+                )
+                continue
+            if read_api_error_result(raw, actor.id):
+                retry_by = actor.id  # the first {retry: True} wins (Mastra 1E.28)
+                break
+        if retry_by is not None and state.may_retry():
+            raise Retry(
+                TripWire(f"API error: {error}", retry=True, processor_id=retry_by),
+                feedback=False,
+            )
+        raise Terminal(error=error)
+
+    # --- after the model ----------------------------------------------------------
+
+    async def _llm_response(
+        self,
+        step_number: int,
+        config: StepConfig,
+        raw: list[Any],
+        finish: ModelFinish,
+        cached: Sequence[Any] | None,
+    ) -> None:
+        for actor in self._lanes.lane("process_llm_response", "input"):
+            try:
+                await self._lanes.call(
+                    actor,
+                    "process_llm_response",
+                    chunks=tuple(raw),
+                    model=config.model,
+                    step_number=step_number,
+                    steps=tuple(self._state.steps),
+                    from_cache=cached is not None,
+                    warnings=tuple(finish.warnings),
+                    request=finish.request,
+                    raw_response=finish.raw_response,
+                )
+            except TripWire as tripwire:
+                raise Terminal(tripwire=tripwire) from None
+
+    async def _output_step(
+        self, step_number: int, current: StepResult, tool_calls: list[ToolCallInfo]
+    ) -> None:
+        state = self._state
+        ml = state.message_list
+        for actor in self._lanes.lane("process_output_step", "output"):
+            result = await self._lanes.call(
+                actor,
+                "process_output_step",
+                messages=ml.get.all.db(),
+                message_list=ml,
+                step_number=step_number,
+                system_messages=ml.get_all_system_messages(),
+                steps=(*state.steps, current),
+                text=current.text,
+                finish_reason=current.finish_reason,
+                tool_calls=tuple(tool_calls) or None,
+                usage=current.usage,
+                provider_metadata=current.provider_metadata,
+            )
+            state.apply_messages(result, actor.id, "process_output_step", "all")
+
+
+def _request(config: StepConfig, prompt: list[Any]) -> ModelRequest:
+    tools: list[ToolDefinition] = []
+    if config.tool_choice != "none":
+        tools = config.tools.definitions(config.active_tools)
+    return ModelRequest(
+        prompt=prompt,
+        tools=tools,
+        tool_choice=config.tool_choice,
+        settings=dict(config.model_settings),
+        provider_options=dict(config.provider_options),
+        structured_output=config.structured_output,
+    )
+
+
+def _system_text(message: Any) -> str | None:
+    """The text of a system message in any accepted form (None if unknown)."""
+    if isinstance(message, SystemMessage):
+        return message.content
+    if isinstance(message, str):
+        return message
+    if isinstance(message, Mapping):
+        content = message.get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
+def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
+    """A ``ProviderError`` for an ``error`` chunk a model yielded. The body has
+    the shape of a streamed error event (``{"type": "error", "error": ...}``) so
+    error processors that match those (the OpenAI Responses matcher) see it."""
+    error = chunk.payload.error
+    if isinstance(error, ProviderError):
+        return error
+    message = error.get("message") if isinstance(error, Mapping) else None
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return ProviderError(
+        str(message or error),
+        body={"type": "error", "error": error},
+        code=code if isinstance(code, str) else None,
+    )
+
+
+def _replay_reason(chunks: Sequence[Any]) -> str:
+    return "tool-calls" if any(isinstance(c, ToolCallChunk) for c in chunks) else "stop"

@@ -1,0 +1,199 @@
+"""The client end of a run, and the run's supervisor.
+
+``open_stream`` starts the coordinator in a nursery of its own, beside the
+output pipeline, and yields the ``AgentStream``. Any terminal event (the run's
+outcome being decided: a tripwire, an error, a cancel, the consumer leaving)
+cancels the run's scope: the model call and its HTTP stream, running tools and
+every processor task stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from ..actors import OutputPipeline, RunControl, open_output_pipeline
+from ..data import AbortChunk, Chunk, RunOutcome
+from ..processors import MessageList
+from ._hooks import HookLanes
+from ._result import AgentResult, build_result
+from ._run import Coordinator
+from ._state import RunSpec, RunState
+
+__all__ = ["AgentStream", "open_stream"]
+
+
+class AgentStream(AsyncIterator[Chunk]):
+    """The client end of a streamed run: ``async for chunk in stream``, then
+    ``await stream.result()``. ``await stream.cancel()`` ends the run early."""
+
+    def __init__(
+        self,
+        state: RunState,
+        control: RunControl,
+        pipeline: OutputPipeline,
+        coordinator_done: trio.Event,
+    ) -> None:
+        self._state = state
+        self._control = control
+        self._pipeline = pipeline
+        self._coordinator_done = coordinator_done
+        self._cancelled = False
+        self._done = False
+        self._result: AgentResult | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._state.run_id
+
+    @property
+    def message_list(self) -> MessageList:
+        return self._state.message_list
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether ``cancel()`` was called."""
+        return self._cancelled
+
+    @property
+    def outcome(self) -> RunOutcome | None:
+        """How the run ended, once that is decided (before the last chunk is
+        read, for a tripwire or an error)."""
+        return self._control.outcome
+
+    def __aiter__(self) -> AgentStream:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        """The next chunk the client sees.
+
+        Runs the output processors on the way (in ``"fused"`` mode, in this
+        task), so it checkpoints whenever a hook or the model read does, and at
+        least every ``checkpoint_every`` chunks. If this read is cancelled, no
+        chunk is lost: a hook cut off is called again with the same chunk on
+        the next read (see the README, "Cancelled reads"). After ``cancel()``
+        the next read is an ``abort`` chunk; then ``StopAsyncIteration``.
+        """
+        if self._done:
+            raise StopAsyncIteration
+        if self._cancelled:
+            self._done = True
+            self._settle(self._control.abort())
+            return AbortChunk(run_id=self.run_id)
+        try:
+            chunk: Chunk = await self._pipeline.__anext__()
+        except StopAsyncIteration:
+            self._done = True
+            if self.cancelled:  # cancel() from another task while we waited
+                self._settle(self._control.abort())
+                return AbortChunk(run_id=self.run_id)
+            state = self._state
+            self._settle(
+                self._control.conclude_stream_end(
+                    completed=state.completed, finish_reason=state.finish_reason
+                )
+            )
+            raise
+        self._control.on_delivered(chunk)
+        return chunk
+
+    async def cancel(self) -> None:
+        """End the run now: the model call (and its HTTP stream), running tools
+        and processors are cancelled before this returns; the next chunk read is
+        an ``abort`` chunk, then the stream ends. ``finish_reason`` is
+        ``"aborted"``; it is not a tripwire.
+
+        Waits (checkpointing) until the coordinator has stopped; returns at once
+        if the stream already ended."""
+        if self._done:
+            return
+        self._cancelled = True
+        self._state.abort_signal.set("cancelled by the caller")
+        self._control.abort()
+        await self._coordinator_done.wait()
+
+    async def result(self) -> AgentResult:
+        """The run's result. Reads the rest of the stream first if the caller has
+        not (so it always settles); that reading checkpoints. If the caller's
+        scope is cancelled while it reads, ``Cancelled`` propagates and leaving
+        the ``async with`` block settles the run as aborted."""
+        if self._result is None:
+            async for _chunk in self:
+                pass
+        assert self._result is not None
+        return self._result
+
+    def _settle(self, outcome: RunOutcome) -> AgentResult:
+        if self._result is None:
+            self._result = build_result(self._state, outcome)
+        return self._result
+
+
+@asynccontextmanager
+async def open_stream(
+    spec: RunSpec, message_list: MessageList
+) -> AsyncIterator[AgentStream]:
+    """Run ``spec`` on ``message_list``; yield its stream. The coordinator runs in
+    a cancel scope of its own, so ending the run never cancels the caller's code,
+    and the caller's own exceptions come out of the block unwrapped (SPEC §2.7).
+    """
+    state = RunState(spec=spec, message_list=message_list)
+    run_scope = trio.CancelScope()
+    send, receive = trio.open_memory_channel[Any](0)
+    control = RunControl(
+        send,
+        run_id=spec.run_id,
+        may_retry=state.may_retry,
+        on_outcome=lambda _outcome: run_scope.cancel(),
+        observer=state,
+    )
+    lanes = HookLanes(state, control)
+    coordinator = Coordinator(state, lanes, control)
+    coordinator_done = trio.Event()
+    body_error: BaseException | None = None
+
+    async def run_coordinator() -> None:
+        try:
+            with run_scope:
+                await coordinator.drive(send)
+        finally:
+            send.close()
+            coordinator_done.set()
+
+    try:
+        async with (
+            trio.open_nursery() as nursery,
+            open_output_pipeline(
+                lanes.output_actors(),
+                receive,
+                run_id=spec.run_id,
+                request_context=spec.request_context,
+                message_list=message_list,
+                mode=spec.mode,
+                driver=control,
+                tracing_context=state.tracing_context,
+                abort_signal=state.abort_signal,
+            ) as pipeline,
+        ):
+            stream = AgentStream(state, control, pipeline, coordinator_done)
+            nursery.start_soon(run_coordinator)
+            try:
+                yield stream
+            except BaseException as exc:  # the body raised: end the run
+                body_error = exc
+            finally:
+                run_scope.cancel()
+                if stream._result is None:
+                    state.abort_signal.set("the stream was closed early")
+                    stream._settle(control.abort())
+    except BaseExceptionGroup as group:
+        # Our nursery only ever holds the coordinator; a lone error of its own is
+        # a bug worth seeing as itself.
+        if len(group.exceptions) != 1 or body_error is not None:
+            raise
+        raise group.exceptions[0] from None
+    if body_error is not None:
+        raise body_error
