@@ -1,0 +1,123 @@
+"""One run, one outcome: typed per-call options and the RunOutcome every ending
+is derived from."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+import trio
+
+from procession import Agent, ConfigurationError, Processor
+from procession.actors import RunControl
+from procession.chunks import AbortChunk, TripwireChunk
+from procession.data import RunOutcome
+from procession.runtime import USE_AGENT_DEFAULT
+from procession.testing import ScriptedModel
+
+
+class TripOnText(Processor):
+    id = "trip-on-text"
+
+    def process_output_stream(self, args: Any) -> Any:
+        if args.part.type == "text-delta":
+            args.abort("no text")
+        return args.part
+
+
+class TripOnInput(Processor):
+    id = "trip-on-input"
+
+    def process_input(self, args: Any) -> None:
+        args.abort("no input")
+
+
+def test_an_unknown_option_is_a_type_error_naming_the_valid_ones() -> None:
+    agent = Agent(id="a", model=ScriptedModel(["hi"]))
+    with pytest.raises(TypeError, match=r"max_stepz.*per-call options are: .*max_steps"):
+        agent.generate("hi", max_stepz=3)  # type: ignore[arg-type]  # the typo under test
+    with pytest.raises(TypeError, match=r"Agent\.stream\(\) got unexpected.*max_stepz"):
+        agent.stream("hi", max_stepz=3)  # type: ignore[arg-type]  # the typo under test
+
+
+def test_generate_checks_its_options_when_called_and_returns_a_coroutine() -> None:
+    agent = Agent(id="a", model=ScriptedModel(["hi"]))
+    with pytest.raises(ConfigurationError, match=r"max_steps must be an int >= 1"):
+        agent.generate("hi", max_steps=0)
+    pending = agent.generate("hi")
+    assert inspect.iscoroutine(pending)
+    pending.close()  # never awaited: nothing ran
+
+
+async def test_use_agent_default_keeps_the_agents_value() -> None:
+    model = ScriptedModel(["one", "two"])
+    agent = Agent(id="a", model=model, max_steps=1)
+    assert repr(USE_AGENT_DEFAULT) == "USE_AGENT_DEFAULT"
+    result = await agent.generate("hi", max_steps=USE_AGENT_DEFAULT)
+    assert result.text == "one"
+    assert result.outcome == RunOutcome(kind="finish", finish_reason="stop")
+
+
+async def test_a_stream_tripwire_is_the_outcome_and_the_last_chunk() -> None:
+    agent = Agent(
+        id="a", model=ScriptedModel(["blocked"]), output_processors=[TripOnText()]
+    )
+    async with agent.stream("hi") as stream:
+        chunks = [chunk async for chunk in stream]
+        result = await stream.result()
+    assert isinstance(chunks[-1], TripwireChunk)
+    assert stream.outcome is result.outcome
+    assert result.outcome.kind == "tripwire"
+    assert result.outcome.in_stream
+    assert result.outcome.tripwire is not None
+    assert result.outcome.tripwire.processor_id == "trip-on-text"
+    assert result.finish_reason == result.outcome.finish_reason == "other"
+
+
+async def test_a_tripwire_between_chunks_is_not_in_stream() -> None:
+    model = ScriptedModel(["never"])
+    agent = Agent(id="a", model=model, input_processors=[TripOnInput()])
+    result = await agent.generate("hi")
+    assert result.outcome.kind == "tripwire"
+    assert not result.outcome.in_stream
+    assert model.calls == []
+
+
+async def test_cancel_is_an_abort_outcome() -> None:
+    agent = Agent(id="a", model=ScriptedModel(["one two three"]))
+    async with agent.stream("hi") as stream:
+        await stream.cancel()
+        chunks = [chunk async for chunk in stream]
+        result = await stream.result()
+    assert isinstance(chunks[-1], AbortChunk)
+    assert result.outcome == RunOutcome(kind="abort", finish_reason="aborted")
+    assert result.finish_reason == "aborted"
+
+
+async def test_the_first_conclusion_wins() -> None:
+    """RunControl.conclude is write-once: a later ending cannot replace the one
+    the client end decided."""
+    send, _receive = trio.open_memory_channel[Any](0)
+    seen: list[RunOutcome] = []
+
+    class Observer:
+        def attempt_began(self, view: Any) -> None:
+            pass
+
+        def delivered(self, chunk: Any) -> None:
+            pass
+
+    control = RunControl(
+        send,
+        run_id="r",
+        may_retry=lambda: False,
+        on_outcome=seen.append,
+        observer=Observer(),
+    )
+    first = RunOutcome(kind="error", finish_reason="error")
+    assert control.conclude(first) is first
+    assert control.abort() is first
+    assert control.conclude_stream_end(completed=True, finish_reason="stop") is first
+    assert seen == [first]
+    assert control.ended
