@@ -277,17 +277,16 @@ _CLOSE_GRACE_SECONDS: Final = 5.0  # a stage ended its attempt on this item
 
 
 class PipelineDriver(Protocol):
-    """What drives the pipeline (the agent loop) decides about retries and errors.
+    """What drives the pipeline (the agent loop, through ``RunControl``) decides
+    about retries and errors and hears where the stream is.
 
     ``on_retry_request`` is awaited at the client end, in stream order;
-    ``on_error_chunk`` at the entry, before any processor sees the chunk. A driver
-    may also have plain methods ``on_terminal(outcome)``, called at the client
-    end the moment the stream's terminal item (a tripwire or a processor
-    failure) is reached, before ``on_violation`` is awaited, so the driver can
-    stop producing at once; and ``on_attempt(marker)``, called when a
-    ``NewAttempt`` reaches the client end (everything before it has been
-    delivered), so the driver can tell which attempt a delivered chunk belongs
-    to.
+    ``on_error_chunk`` at the entry, before any processor sees the chunk;
+    ``on_attempt`` when a ``NewAttempt`` reaches the client end (everything
+    before it has been delivered), so the driver can tell which attempt a
+    delivered chunk belongs to; ``on_terminal`` the moment the stream's terminal
+    item (a tripwire or a processor failure) reaches the client end, before
+    ``on_violation`` is awaited, so the driver can stop producing at once.
     """
 
     async def on_retry_request(self, tripwire: TripWire) -> bool:
@@ -299,6 +298,14 @@ class PipelineDriver(Protocol):
         """The source produced an ``error`` chunk (held back from the processors).
         Return True if the attempt is recovered (the chunk is dropped; yield
         ``NewAttempt`` next), False to pass it through as the terminal error."""
+        ...
+
+    def on_attempt(self, marker: NewAttempt) -> None:
+        """A ``NewAttempt`` reached the client end."""
+        ...
+
+    def on_terminal(self, outcome: PipelineOutcome) -> None:
+        """The stream's terminal item reached the client end."""
         ...
 
 
@@ -946,9 +953,8 @@ class OutputPipeline:
             item.release()
             return None
         if isinstance(item, NewAttempt):
-            on_attempt = getattr(self.driver, "on_attempt", None)
-            if on_attempt is not None:
-                on_attempt(item)
+            if self.driver is not None:
+                self.driver.on_attempt(item)
             return None
         if isinstance(item, _Raise):
             raise item.error
@@ -1011,9 +1017,8 @@ class OutputPipeline:
         self.outcome = outcome
         self._finished = True
         self._buffer.clear()
-        on_terminal = getattr(self.driver, "on_terminal", None)
-        if on_terminal is not None:
-            on_terminal(outcome)
+        if self.driver is not None:
+            self.driver.on_terminal(outcome)
         if self._cancel_scope is not None:
             # The terminal item is delivered; nothing upstream may run on.
             self._cancel_scope.cancel()

@@ -35,8 +35,10 @@ class TripOnInput(Processor):
 
 def test_an_unknown_option_is_a_type_error_naming_the_valid_ones() -> None:
     agent = Agent(id="a", model=ScriptedModel(["hi"]))
-    with pytest.raises(TypeError, match=r"max_stepz.*per-call options are: .*max_steps"):
-        agent.generate("hi", max_stepz=3)  # type: ignore[arg-type]  # the typo under test
+    with pytest.raises(
+        TypeError, match=r"max_stepz.*per-call options are: .*max_steps"
+    ):
+        agent.generate("hi", max_stepz=3)  # type: ignore[arg-type,unused-coroutine]  # the typo under test; raises before a coroutine exists
     with pytest.raises(TypeError, match=r"Agent\.stream\(\) got unexpected.*max_stepz"):
         agent.stream("hi", max_stepz=3)  # type: ignore[arg-type]  # the typo under test
 
@@ -44,7 +46,7 @@ def test_an_unknown_option_is_a_type_error_naming_the_valid_ones() -> None:
 def test_generate_checks_its_options_when_called_and_returns_a_coroutine() -> None:
     agent = Agent(id="a", model=ScriptedModel(["hi"]))
     with pytest.raises(ConfigurationError, match=r"max_steps must be an int >= 1"):
-        agent.generate("hi", max_steps=0)
+        agent.generate("hi", max_steps=0).close()  # (raised before it exists)
     pending = agent.generate("hi")
     assert inspect.iscoroutine(pending)
     pending.close()  # never awaited: nothing ran

@@ -168,6 +168,12 @@ class Control:
     async def on_error_chunk(self, chunk: ErrorChunk) -> bool:
         return self._decide("error")
 
+    def on_attempt(self, marker: Any) -> None:
+        pass  # this driver does not track attempts
+
+    def on_terminal(self, outcome: Any) -> None:
+        pass  # nor stop a producer of its own
+
     def _decide(self, what: str) -> bool:
         accepted = self.used < self.budget
         self.decisions.append(f"{what}:{accepted}")

@@ -147,6 +147,12 @@ class Driver:
         self.pending = self.accept
         return self.accept
 
+    def on_attempt(self, marker: Any) -> None:
+        pass  # this driver does not track attempts
+
+    def on_terminal(self, outcome: Any) -> None:
+        pass  # nor stop a producer of its own
+
 
 async def attempts(driver: Driver, scripted: list[list[Any]]) -> AsyncIterator[Any]:
     """A driver's source: attempt i yields ``scripted[i]`` in full (the pipeline,
