@@ -21,10 +21,16 @@ from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
 from ._errors import MessageFormatError as MessageFormatError
 from ._errors import MissingFieldError as MissingFieldError
+from ._errors import OverloadedError as OverloadedError
 from ._errors import ProcessionError as ProcessionError
 from ._errors import ProcessorContractError as ProcessorContractError
 from ._errors import ProcessorError as ProcessorError
+from ._errors import ProviderConnectionError as ProviderConnectionError
 from ._errors import ProviderError as ProviderError
+from ._errors import ProviderStatusError as ProviderStatusError
+from ._errors import ProviderStreamError as ProviderStreamError
+from ._errors import ProviderTimeoutError as ProviderTimeoutError
+from ._errors import RateLimitError as RateLimitError
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import TripWire as TripWire
 from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
@@ -51,12 +57,18 @@ __all__ = [
     "MessageFormatError",
     "MessageList",
     "MissingFieldError",
+    "OverloadedError",
     "ProcessionError",
     "Processor",
     "ProcessorContractError",
     "ProcessorError",
     "ProcessorViolation",
+    "ProviderConnectionError",
     "ProviderError",
+    "ProviderStatusError",
+    "ProviderStreamError",
+    "ProviderTimeoutError",
+    "RateLimitError",
     "RequestContext",
     "SystemMessage",
     "Tool",

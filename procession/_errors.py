@@ -5,7 +5,9 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
 
     ProcessionError
     ├── ConfigurationError (ValueError)    bad arguments to Agent/generate/stream
-    │   └── DuplicateProcessorIdError      two processors share one id
+    │   ├── DuplicateProcessorIdError      two processors share one id
+    │   └── ScriptError                    a malformed ScriptedModel script
+    │                                      (procession.testing)
     ├── ProcessorContractError (TypeError) a hook returned what the contract forbids
     ├── MessageFormatError (ValueError)    a message (or its part) is malformed
     ├── WireFormatError (ValueError)       chunk/message JSON is not Mastra's shape
@@ -13,18 +15,43 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   └── UnknownChunkTypeError          the ``type`` is not one we know
     ├── ToolArgumentsError (ValueError)    tool arguments failed the tool's schema
     ├── ProcessorError                     a hook raised (``on_error="raise"``)
-    └── ProviderError                      a model provider failed (HTTP, stream)
+    ├── ProviderError                      a model provider failed (HTTP, stream)
+    │   ├── ProviderStatusError            an HTTP error status (``status_code``)
+    │   │   ├── RateLimitError             429
+    │   │   └── OverloadedError            529, or 503 saying "overloaded"
+    │   ├── ProviderTimeoutError           the connect or a read timed out
+    │   ├── ProviderConnectionError        refused, reset, dropped mid-body
+    │   └── ProviderStreamError            a 200 stream that failed: an error
+    │                                      event, bad data, no final event
+    ├── ScriptExhausted                    a ScriptedModel ran out of turns
+    │                                      (procession.testing)
+    └── FakeProviderError (AssertionError) the fake server's script was not met
+                                           (procession.testing.fake_provider)
 
     TripWire (BaseException)               raised by ``args.abort()``; not an error
 
 ``TripWire`` derives from ``BaseException`` (as ``trio.Cancelled`` does) so a
 processor's own ``except Exception:`` cannot swallow its abort.
+
+The providers raise only the ``ProviderError`` subclasses (a plain
+``ProviderError`` comes from a user's script or an ``error`` chunk), so catch by
+kind — ``except RateLimitError`` — or read the fields every one of them carries
+(``status_code``, ``headers``, ``body``, ``is_retryable``, ``code``,
+``__cause__``). ``ProviderTimeoutError`` and ``ProviderConnectionError`` do not
+derive from the builtin ``TimeoutError`` / ``ConnectionError``: both are
+kinds of ``OSError``, and socket code that catches ``OSError`` must not swallow
+a provider failure.
+
+``RETRYABLE_OPENAI_ERROR_CODES`` lives here too, beside the tree: the substrings
+of an OpenAI error code that name a transient failure, read both by the
+providers (to set ``is_retryable``) and by the built-in
+``StreamErrorRetryProcessor`` (whose layer cannot import the providers).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ._headers import Headers
 
@@ -33,15 +60,34 @@ __all__ = [
     "DuplicateProcessorIdError",
     "MessageFormatError",
     "MissingFieldError",
+    "OverloadedError",
     "ProcessionError",
     "ProcessorContractError",
     "ProcessorError",
+    "ProviderConnectionError",
     "ProviderError",
+    "ProviderStatusError",
+    "ProviderStreamError",
+    "ProviderTimeoutError",
+    "RETRYABLE_OPENAI_ERROR_CODES",
+    "RateLimitError",
     "ToolArgumentsError",
     "TripWire",
     "UnknownChunkTypeError",
     "WireFormatError",
 ]
+
+RETRYABLE_OPENAI_ERROR_CODES: Final = (
+    "rate_limit",
+    "server_error",
+    "internal_error",
+    "timeout",
+    "temporarily_unavailable",
+    "service_unavailable",
+    "overloaded",
+)
+"""Substrings of an OpenAI error code (or type), lower-cased, that mark it
+transient (the list Mastra's ``StreamErrorRetryProcessor`` uses)."""
 
 
 class ProcessionError(Exception):
@@ -167,6 +213,72 @@ class ProviderError(ProcessionError):
             if value is not None:
                 fields.append(f"{name}={value!r}")
         return f"{type(self).__name__}({', '.join(fields)})"
+
+
+class ProviderStatusError(ProviderError):
+    """The provider answered with an HTTP error status; ``status_code`` is set.
+
+    Raised on entering ``model.stream(...)``. ``body`` is the provider's error
+    JSON (or its text), ``code`` its error type or code.
+    """
+
+    status_code: int
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+        is_retryable: bool | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            status_code=status_code,
+            headers=headers,
+            body=body,
+            is_retryable=is_retryable,
+            code=code,
+        )
+
+
+class RateLimitError(ProviderStatusError):
+    """HTTP 429: too many requests or tokens (``Retry-After`` is in ``headers``).
+
+    An exhausted quota (OpenAI's ``insufficient_quota``) is a 429 too, with
+    ``is_retryable=False``.
+    """
+
+
+class OverloadedError(ProviderStatusError):
+    """The provider is overloaded: HTTP 529 (Anthropic's ``overloaded_error``),
+    or a 503 whose error code or message says "overloaded" (as OpenAI's "That
+    model is currently overloaded ..." does).
+
+    An ``overloaded_error`` event inside a 200 stream is a
+    ``ProviderStreamError`` with that ``code``: no error status came with it.
+    """
+
+
+class ProviderTimeoutError(ProviderError):
+    """Connecting, or reading the response, took longer than the client's
+    timeout (``code="timeout"``; no ``status_code``)."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The connection failed: refused (``code="ECONNREFUSED"``), reset or closed
+    without a response (``"ECONNRESET"``), or dropped in the middle of the body
+    (``"incomplete_chunked_read"``). No ``status_code``."""
+
+
+class ProviderStreamError(ProviderError):
+    """A 200 response that failed as a stream: an error event inside it (``code``
+    is the event's error type or code, ``body`` the event), data that is not
+    JSON (``code="invalid_response"``), a JSON answer where an event stream was
+    expected, or a body that ended without its final event
+    (``code="incomplete_stream"``). No ``status_code``."""
 
 
 class TripWire(BaseException):

@@ -11,8 +11,11 @@ with ``procession.runtime.register_provider``. The SDKs are imported only when a
 model is built: a missing package, or a missing API key, is a
 ``ConfigurationError`` raised then, before any request.
 
-Every provider raises ``ProviderError`` (never an SDK exception) and closes its
-HTTP response when the ``async with model.stream(...)`` block is left.
+Every provider raises ``ProviderError`` (never an SDK exception), always one of
+its kinds (``ProviderStatusError`` and its ``RateLimitError`` /
+``OverloadedError``, ``ProviderTimeoutError``, ``ProviderConnectionError``,
+``ProviderStreamError``), and closes its HTTP response when the
+``async with model.stream(...)`` block is left.
 """
 
 from .._faces import fixup_module_metadata as _fixup_module_metadata

@@ -15,12 +15,12 @@ tool_use block                  ``tool-call-input-streaming-start``,
                                 ``tool-call-delta``…,
                                 ``tool-call-input-streaming-end``, ``tool-call``
 ``message_delta``               (stop reason and usage, in ``finish``)
-``error``                       ``ProviderError`` (code: the error type)
+``error``                       ``ProviderStreamError`` (code: the error type)
 ==============================  ==========================================
 
 Chunk ids are the content block index (``"0"``, ``"1"``, ...), unique within a
 response. A body that ends without ``message_stop`` raises
-``ProviderError(code="incomplete_stream")``.
+``ProviderStreamError(code="incomplete_stream")``.
 """
 
 from __future__ import annotations

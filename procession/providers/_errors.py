@@ -1,8 +1,18 @@
 """Mapping provider failures to ``ProviderError``, at the provider edge.
 
 Every provider module raises only ``ProviderError`` (with the original exception
-as ``__cause__``) out of ``model.stream(...)`` and out of iteration. This module
-decides the fields error processors read:
+as ``__cause__``) out of ``model.stream(...)`` and out of iteration, and always
+one of its kinds, which this module chooses:
+
+* ``ProviderStatusError`` for an HTTP error status: ``RateLimitError`` for 429,
+  ``OverloadedError`` for 529 and for a 503 whose error code or message says
+  "overloaded" (OpenAI's wording; Anthropic's type is ``overloaded_error``);
+* ``ProviderTimeoutError`` for a connect or read timeout;
+* ``ProviderConnectionError`` for a refused, reset or dropped connection;
+* ``ProviderStreamError`` for a 200 response that failed as a stream (an error
+  event, data that is not JSON, JSON instead of events, no terminal event).
+
+It also decides the fields error processors read:
 
 * ``status_code``: the HTTP status when the server answered with an error
   status; ``None`` for an error event inside a 200 stream and for transport
@@ -27,7 +37,16 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ProviderError
+from .._errors import (
+    RETRYABLE_OPENAI_ERROR_CODES,
+    OverloadedError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderStatusError,
+    ProviderStreamError,
+    ProviderTimeoutError,
+    RateLimitError,
+)
 
 if TYPE_CHECKING:
     import httpx2
@@ -41,6 +60,8 @@ __all__ = [
     "openai_payload_retryable",
     "parse_error_body",
     "retryable_status",
+    "status_error_class",
+    "stream_error",
     "transport_error",
 ]
 
@@ -48,18 +69,6 @@ _RETRYABLE_ANTHROPIC_TYPES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 )
 """Anthropic ``error.type`` values that name a transient failure."""
-
-_RETRYABLE_OPENAI_MARKERS = (
-    "rate_limit",
-    "server_error",
-    "internal_error",
-    "timeout",
-    "temporarily_unavailable",
-    "service_unavailable",
-    "overloaded",
-)
-"""Substrings of an OpenAI error ``code`` (or ``type``) that name a transient
-failure (the list Mastra's ``StreamErrorRetryProcessor`` uses)."""
 
 _PERMANENT_OPENAI_CODES = frozenset({"insufficient_quota"})
 """OpenAI codes sent with a retryable status (429) that no retry will fix."""
@@ -104,6 +113,41 @@ def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _says_overloaded(body: object, code: str | None) -> bool:
+    message = _dig(body, "error", "message")
+    if not isinstance(message, str):
+        message = body if isinstance(body, str) else ""
+    return "overloaded" in (code or "").lower() or "overloaded" in message.lower()
+
+
+def status_error_class(
+    status_code: int, body: object, code: str | None
+) -> type[ProviderStatusError]:
+    """The kind of an HTTP error response: ``RateLimitError`` for 429,
+    ``OverloadedError`` for 529 and for a 503 whose ``code`` or error message
+    says "overloaded", else ``ProviderStatusError``."""
+    if status_code == 429:
+        return RateLimitError
+    if status_code == 529 or (status_code == 503 and _says_overloaded(body, code)):
+        return OverloadedError
+    return ProviderStatusError
+
+
+def stream_error(
+    message: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: object = None,
+    is_retryable: bool | None,
+    code: str | None,
+) -> ProviderStreamError:
+    """A ``ProviderStreamError``: a 200 response that failed as a stream (no
+    ``status_code``: no error status came with it)."""
+    return ProviderStreamError(
+        message, headers=headers, body=body, is_retryable=is_retryable, code=code
+    )
+
+
 def http_error(
     provider: str,
     status_code: int,
@@ -112,8 +156,9 @@ def http_error(
     *,
     code: str | None = None,
     is_retryable: bool | None = None,
-) -> ProviderError:
-    """A ``ProviderError`` for an HTTP error response (status >= 400)."""
+) -> ProviderStatusError:
+    """The ``ProviderStatusError`` (of the kind ``status_error_class`` names)
+    for an HTTP error response (status >= 400)."""
     if is_retryable is None:
         is_retryable = retryable_status(status_code, headers)
     message = _str_or_none(_dig(body, "error", "message"))
@@ -124,7 +169,8 @@ def http_error(
         described += f" ({code})"
     if message:
         described += f": {message}"
-    return ProviderError(
+    kind = status_error_class(status_code, body, code)
+    return kind(
         described,
         status_code=status_code,
         headers=headers,
@@ -134,15 +180,22 @@ def http_error(
     )
 
 
-def transport_error(provider: str, exc: BaseException) -> ProviderError:
-    """A ``ProviderError`` for an ``httpx2.TransportError`` (the connection
-    failed, was dropped, or stalled). Always retryable; ``code`` names the kind
-    of failure. The caller raises it ``from exc``."""
+def transport_error(
+    provider: str, exc: BaseException
+) -> ProviderTimeoutError | ProviderConnectionError:
+    """A ``ProviderTimeoutError`` (any ``httpx2.TimeoutException``, connect
+    timeouts included) or a ``ProviderConnectionError`` (every other
+    ``httpx2.TransportError``: the connection failed or was dropped). Always
+    retryable; ``code`` names the kind of failure. The caller raises it
+    ``from exc``."""
     import httpx2
 
     text = str(exc)
+    kind: type[ProviderTimeoutError | ProviderConnectionError]
+    kind = ProviderConnectionError
     if isinstance(exc, httpx2.TimeoutException):
         code = "timeout"
+        kind = ProviderTimeoutError
     elif isinstance(exc, httpx2.ConnectError):
         code = "ECONNREFUSED"
     elif isinstance(exc, httpx2.RemoteProtocolError) and "incomplete" in text:
@@ -150,17 +203,18 @@ def transport_error(provider: str, exc: BaseException) -> ProviderError:
     else:
         code = "ECONNRESET"
     what = text or type(exc).__name__
-    return ProviderError(
+    return kind(
         f"{provider} connection failed ({code}): {what}",
         is_retryable=True,
         code=code,
     )
 
 
-def incomplete_stream(provider: str, detail: str) -> ProviderError:
-    """The response body ended cleanly but without the stream's terminal event
-    (``detail`` names the missing event). Retryable, ``code="incomplete_stream"``."""
-    return ProviderError(
+def incomplete_stream(provider: str, detail: str) -> ProviderStreamError:
+    """The ``ProviderStreamError`` for a response body that ended cleanly but
+    without the stream's terminal event (``detail`` names the missing event).
+    Retryable, ``code="incomplete_stream"``."""
+    return stream_error(
         f"{provider} stream ended without {detail}",
         is_retryable=True,
         code="incomplete_stream",
@@ -172,8 +226,9 @@ def anthropic_error(exc: Exception) -> ProviderError | None:
     error escaping it mid-stream) to ``ProviderError``; ``None`` if it is neither.
 
     An ``APIStatusError`` with status 200 is an ``event: error`` inside the
-    stream: it is classified by ``body["error"]["type"]`` and reported without a
-    status code.
+    stream: a ``ProviderStreamError`` classified by ``body["error"]["type"]``,
+    without a status code. A timeout is a ``ProviderTimeoutError``, any other
+    connection failure a ``ProviderConnectionError``.
     """
     import anthropic
     import httpx2
@@ -184,7 +239,7 @@ def anthropic_error(exc: Exception) -> ProviderError | None:
         headers = headers_of(exc.response)
         if exc.status_code < 400:
             message = _str_or_none(_dig(body, "error", "message")) or str(exc)
-            return ProviderError(
+            return stream_error(
                 f"anthropic stream error ({error_type}): {message}",
                 headers=headers,
                 body=body,
@@ -196,14 +251,14 @@ def anthropic_error(exc: Exception) -> ProviderError | None:
         # APITimeoutError is a subclass; the httpx2 error is the cause.
         cause = exc.__cause__
         if isinstance(exc, anthropic.APITimeoutError):
-            return ProviderError(
+            return ProviderTimeoutError(
                 f"anthropic request timed out: {exc.message}",
                 is_retryable=True,
                 code="timeout",
             )
         if isinstance(cause, httpx2.TransportError):
             return transport_error("anthropic", cause)
-        return ProviderError(
+        return ProviderConnectionError(
             f"anthropic connection failed: {exc.message}",
             is_retryable=True,
             code="ECONNRESET",
@@ -243,7 +298,7 @@ def openai_payload_retryable(payload: object) -> bool:
         lowered = code.lower()
         if lowered in _PERMANENT_OPENAI_CODES:
             return False
-        if any(marker in lowered for marker in _RETRYABLE_OPENAI_MARKERS):
+        if any(marker in lowered for marker in RETRYABLE_OPENAI_ERROR_CODES):
             return True
     for inner in (_dig(payload, "error"), _dig(payload, "response", "error"), payload):
         message = _dig(inner, "message")

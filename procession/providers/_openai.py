@@ -10,11 +10,12 @@ deltas become ``text-start/-delta/-end`` (id ``"text-0"``), ``reasoning_content`
 ``reasoning-*`` (id ``"reasoning-0"``), tool calls stream by ``index`` as
 ``tool-call-input-streaming-start``, ``tool-call-delta``… and, once the choice
 finishes, ``tool-call-input-streaming-end`` and ``tool-call``. A ``data:``
-object with an ``error`` key raises ``ProviderError`` with that object as body.
+object with an ``error`` key raises ``ProviderStreamError`` with that object as
+body.
 
 Responses (``event:`` + ``data:``): output items map to the same chunks (ids are
 the item ids); ``response.completed`` / ``response.incomplete`` end the stream;
-an ``error`` event and ``response.failed`` raise ``ProviderError`` whose
+an ``error`` event and ``response.failed`` raise ``ProviderStreamError`` whose
 ``body`` is the event itself, in whichever shape it came (flat or nested
 ``error``), so error processors can match it.
 """
@@ -30,7 +31,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import attrs
 import trio
 
-from .._errors import ConfigurationError, MessageFormatError, ProviderError
+from .._errors import (
+    ConfigurationError,
+    MessageFormatError,
+    ProviderError,
+    ProviderStreamError,
+)
 from ..data import (
     PromptAssistantMessage,
     PromptFilePart,
@@ -75,6 +81,7 @@ from ._errors import (
     openai_payload_retryable,
     parse_error_body,
     retryable_status,
+    stream_error,
     transport_error,
 )
 from ._json import as_dict, dumps, get_dict, get_int, get_str, parse_args
@@ -237,7 +244,7 @@ class _OpenAIModel(abc.ABC):
         headers = headers_of(response)
         code = openai_error_code(body)
         if response.status_code < 400:
-            return ProviderError(
+            return stream_error(
                 f"{self._provider} answered with JSON instead of an event stream: "
                 f"{str(body)[:500]}",
                 headers=headers,
@@ -691,7 +698,7 @@ def _openai_usage(
 
 def _event_error(
     provider: str, payload: dict[str, Any], response: httpx2.Response
-) -> ProviderError:
+) -> ProviderStreamError:
     """An error event (or ``response.failed``) in a 200 stream: ``body`` is the
     whole event."""
     inner = get_dict(payload, "error") or get_dict(
@@ -699,7 +706,7 @@ def _event_error(
     )
     message = get_str(inner, "message") or get_str(payload, "message") or str(payload)
     code = openai_error_code(payload)
-    return ProviderError(
+    return stream_error(
         f"{provider} stream error ({code}): {message}",
         headers=headers_of(response),
         body=payload,

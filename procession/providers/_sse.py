@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._errors import ProviderError
+from .._errors import ProviderError, ProviderStreamError
 from ..data import Chunk, Usage
 from ..models import ModelFinish
 
@@ -203,7 +203,7 @@ class ProviderResponse(abc.ABC):
             except json.JSONDecodeError as exc:
                 self._done = True
                 self._pending.clear()
-                raise ProviderError(
+                raise ProviderStreamError(
                     f"{self.provider} sent an event whose data is not JSON: {exc}",
                     is_retryable=True,
                     code="invalid_response",

@@ -58,7 +58,7 @@ from typing import Any, Final, TypeAlias, cast
 import attrs
 import trio
 
-from ..._errors import ConfigurationError
+from ..._errors import RETRYABLE_OPENAI_ERROR_CODES, ConfigurationError
 from .._context import AbortSignal
 from .._contract import ProcessAPIErrorArgs, ProcessAPIErrorResult, Processor
 
@@ -79,17 +79,6 @@ __all__ = [
 
 DEFAULT_MAX_RETRY_AFTER_MS: Final = 30_000
 """The default cap on a provider's Retry-After hint, in milliseconds."""
-
-RETRYABLE_OPENAI_ERROR_CODES: Final = (
-    "rate_limit",
-    "server_error",
-    "internal_error",
-    "timeout",
-    "temporarily_unavailable",
-    "service_unavailable",
-    "overloaded",
-)
-"""Substrings of an OpenAI Responses error code (or type) that mark it transient."""
 
 TERMINAL_AUTH_ERROR_CODES: Final = frozenset(
     {
