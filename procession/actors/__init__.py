@@ -6,12 +6,13 @@ from ._actor import ProcessorActor as ProcessorActor
 from ._control import RetryRequested as RetryRequested
 from ._control import RunControl as RunControl
 from ._control import RunObserver as RunObserver
-from ._pipeline import ExecutionMode as ExecutionMode
+from ._interface import ExecutionMode as ExecutionMode
+from ._interface import PipelineDriver as PipelineDriver
+from ._interface import PipelineOutcome as PipelineOutcome
+from ._interface import PipelineStatistics as PipelineStatistics
 from ._pipeline import OutputPipeline as OutputPipeline
-from ._pipeline import PipelineDriver as PipelineDriver
-from ._pipeline import PipelineOutcome as PipelineOutcome
-from ._pipeline import PipelineStatistics as PipelineStatistics
 from ._pipeline import open_output_pipeline as open_output_pipeline
+from ._supervision import unwrapping_a_lone_exception as unwrapping_a_lone_exception
 
 __all__ = [
     "ExecutionMode",
@@ -24,6 +25,7 @@ __all__ = [
     "RunControl",
     "RunObserver",
     "open_output_pipeline",
+    "unwrapping_a_lone_exception",
 ]
 
 _fixup_module_metadata(__name__, globals())

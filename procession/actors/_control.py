@@ -36,7 +36,8 @@ from ..data import (
 )
 from ..processors import TripWire
 from ._actor import ProcessorActor
-from ._pipeline import Barrier, Deliver, EndRun, NewAttempt, PipelineOutcome
+from ._interface import PipelineOutcome
+from ._markers import Barrier, Deliver, EndRun, NewAttempt
 
 __all__ = ["RetryRequested", "RunControl", "RunObserver"]
 

@@ -42,7 +42,6 @@ if not (or there is no driver), it ends the stream as a tripwire.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from collections import deque
@@ -50,13 +49,11 @@ from collections.abc import (
     AsyncIterable,
     AsyncIterator,
     Awaitable,
-    Iterator,
     Sequence,
 )
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from contextlib import asynccontextmanager
+from typing import Any, Final
 
-import attrs
 import trio
 
 from .._errors import (
@@ -64,463 +61,47 @@ from .._errors import (
     TripWire,
 )
 from ..data import (
-    CHUNK_CLASSES,
     DataChunk,
     ErrorChunk,
     ErrorPayload,
-    StartChunk,
     TripwireChunk,
     TripwirePayload,
 )
 from ..processors import (
     AbortSignal,
-    ProcessorStreamWriter,
     ProcessorViolation,
     RequestContext,
     TracingContext,
     register_processors,
 )
-from ..processors._contract import (
-    ProcessOutputStreamArgs,
-    on_error_outcome,
-    stream_result_error,
-    tripwire_in,
-)
 from ._actor import ProcessorActor
+from ._interface import (
+    MODES,
+    ExecutionMode,
+    PipelineDriver,
+    PipelineOutcome,
+    PipelineStatistics,
+)
+from ._markers import (
+    _SOURCE_MARKERS,
+    Barrier,
+    Deliver,
+    EndRun,
+    NewAttempt,
+    _DrainBarrier,
+    _End,
+    _Marker,
+    _Raise,
+    _Violation,
+)
+from ._stage import _CHUNK_SET, _SLOW, _STOP, HOOK, _Pending, _Stage
+from ._supervision import unwrapping_a_lone_exception
 
-__all__ = [
-    "Barrier",
-    "Deliver",
-    "EndRun",
-    "ExecutionMode",
-    "NewAttempt",
-    "OutputPipeline",
-    "PipelineDriver",
-    "PipelineOutcome",
-    "PipelineStatistics",
-    "open_output_pipeline",
-]
+__all__ = ["OutputPipeline", "open_output_pipeline"]
 
 logger = logging.getLogger("procession")
 
-ExecutionMode: TypeAlias = Literal["fused", "actors"]
-_MODES: Final = ("fused", "actors")
-
-_HOOK: Final = "process_output_stream"
-
-
-# --- in-band markers -----------------------------------------------------------
-
-
-class _Marker:
-    """Base of everything that travels in the chain but is not a chunk."""
-
-    __slots__ = ()
-
-
-class NewAttempt(_Marker):
-    """Yielded by a driver's source where an attempt (a model step, or its retry)
-    begins.
-
-    With ``discard=True`` (after an accepted retry request, or a recovered error)
-    the previous attempt is discarded: whatever of it is still in the chain after
-    the cut is dropped, every stage's ``stream_parts`` forget it, and a stage that
-    ended that attempt (its signal lost to an earlier one) takes part again. With
-    ``discard=False`` it only marks where the next rollback would go back to.
-    ``retry_count`` is what hooks see as ``args.retry_count`` from here on.
-    """
-
-    __slots__ = ("context", "discard", "retry_count")
-
-    def __init__(
-        self, retry_count: int = 0, *, discard: bool = True, context: Any = None
-    ) -> None:
-        self.retry_count = retry_count
-        self.discard = discard
-        self.context = context
-        """Whatever the driver attaches (handed back by ``on_attempt``)."""
-
-    def __repr__(self) -> str:
-        return f"NewAttempt(retry_count={self.retry_count}, discard={self.discard})"
-
-
-class Barrier(_Marker):
-    """Yielded by a driver's source to learn when everything before it has reached
-    the client end (e.g. the end of a step, before ``process_output_step``).
-
-    ``await barrier.wait()`` after yielding it. Never discarded.
-    """
-
-    __slots__ = ("_event",)
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-
-    async def wait(self) -> None:
-        """Park until the barrier reached the client end (or the run ended)."""
-        await self._event.wait()
-
-    @property
-    def passed(self) -> bool:
-        return self._event.is_set()
-
-    def release(self) -> None:
-        self._event.set()
-
-
-class _DrainBarrier(Barrier):
-    """A barrier the pipeline sends itself (not a source item, so not counted)."""
-
-    __slots__ = ()
-
-
-class Deliver(_Marker):
-    """A chunk that goes to the client as-is, past every processor, at its
-    position: what ``writer.custom`` produces. A driver's source may yield one
-    (custom chunks written by hooks that run outside the stream)."""
-
-    __slots__ = ("chunk",)
-
-    def __init__(self, chunk: Any) -> None:
-        self.chunk = chunk
-
-    def __repr__(self) -> str:
-        return f"Deliver({self.chunk!r})"
-
-
-_Custom = Deliver
-
-
-class EndRun(_Marker):
-    """Yielded by a driver's source to end the run with a tripwire raised outside
-    the stream (an input hook, a tool-result hook, ...). When it reaches the
-    client end, ``actor``'s ``on_violation`` is awaited and the ``tripwire`` chunk
-    delivered; the stream ends. If an earlier terminal already ended the stream,
-    it is ignored (that one won, SPEC §2.10)."""
-
-    __slots__ = ("actor", "tripwire")
-
-    def __init__(self, tripwire: TripWire, actor: ProcessorActor | None = None) -> None:
-        self.tripwire = tripwire
-        self.actor = actor
-
-    def __repr__(self) -> str:
-        return f"EndRun({self.tripwire!r})"
-
-
-class _Violation(_Marker):
-    __slots__ = ("actor", "violation")
-
-    def __init__(self, actor: ProcessorActor, violation: ProcessorViolation) -> None:
-        self.actor = actor
-        self.violation = violation
-
-
-class _End(_Marker):
-    """A stage ended its attempt: a tripwire (``retry`` or not) or a failure."""
-
-    __slots__ = ("actor", "error", "tripwire")
-
-    def __init__(
-        self,
-        actor: ProcessorActor,
-        tripwire: TripWire | None = None,
-        error: BaseException | None = None,
-    ) -> None:
-        self.actor = actor
-        self.tripwire = tripwire
-        self.error = error
-
-    @property
-    def is_retry(self) -> bool:
-        return self.tripwire is not None and self.tripwire.retry
-
-
-class _Raise(_Marker):
-    """The source (or the check of what it gave) raised, in ``"actors"`` mode:
-    re-raised at the client end, in position, as fused mode raises it from the
-    consumer's ``async for``. Never discarded."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-
-_SOURCE_MARKERS: Final = frozenset({NewAttempt, Barrier, Deliver, EndRun})
-_STOP: Final = object()
-_SLOW: Final = object()  # apply_nowait: use the awaited path
-
-
-def _is_awaitable_result(result: Any, item: Any) -> bool:
-    return (
-        result is not item
-        and result is not None
-        and result.__class__ not in _CHUNK_SET
-        and inspect.isawaitable(result)
-    )
-
-
-class _Pending:
-    """A sync hook's awaitable result, still to be awaited."""
-
-    __slots__ = ("awaitable",)
-
-    def __init__(self, awaitable: Any) -> None:
-        self.awaitable = awaitable
-
-
 _CLOSE_GRACE_SECONDS: Final = 5.0  # a stage ended its attempt on this item
-
-
-# --- the driver, outcome, statistics --------------------------------------------
-
-
-class PipelineDriver(Protocol):
-    """What drives the pipeline (the agent loop, through ``RunControl``) decides
-    about retries and errors and hears where the stream is.
-
-    ``on_retry_request`` is awaited at the client end, in stream order;
-    ``on_error_chunk`` at the entry, before any processor sees the chunk;
-    ``on_attempt`` when a ``NewAttempt`` reaches the client end (everything
-    before it has been delivered), so the driver can tell which attempt a
-    delivered chunk belongs to; ``on_terminal`` the moment the stream's terminal
-    item (a tripwire or a processor failure) reaches the client end, before
-    ``on_violation`` is awaited, so the driver can stop producing at once.
-    """
-
-    async def on_retry_request(self, tripwire: TripWire) -> bool:
-        """A processor asked to retry the attempt. Return True to retry (then yield
-        ``NewAttempt`` from the source), False to end the run with the tripwire."""
-        ...
-
-    async def on_error_chunk(self, chunk: ErrorChunk) -> bool:
-        """The source produced an ``error`` chunk (held back from the processors).
-        Return True if the attempt is recovered (the chunk is dropped; yield
-        ``NewAttempt`` next), False to pass it through as the terminal error."""
-        ...
-
-    def on_attempt(self, marker: NewAttempt) -> None:
-        """A ``NewAttempt`` reached the client end."""
-        ...
-
-    def on_terminal(self, outcome: PipelineOutcome) -> None:
-        """The stream's terminal item reached the client end."""
-        ...
-
-
-@attrs.frozen
-class PipelineOutcome:
-    """How the stream ended."""
-
-    kind: Literal["completed", "tripwire", "error", "cancelled"]
-    tripwire: TripWire | None = None
-    error: BaseException | None = None
-
-
-@attrs.frozen
-class PipelineStatistics:
-    """Counters of one pipeline (for tests, tuning and benchmarks)."""
-
-    mode: ExecutionMode
-    stages: int
-    pulled: int
-    """Items read from the source."""
-    delivered: int
-    """Chunks handed to the consumer."""
-    peak_in_flight: int
-    """The most source items ever read but not yet settled (delivered or dropped)."""
-    bound: int | float
-    """The documented upper bound for ``peak_in_flight`` in this configuration."""
-
-
-# --- a stage -------------------------------------------------------------------
-
-
-class _Stage:
-    """One processor's ``process_output_stream`` in the chain. Also the hook's
-    emitter: custom chunks and violations go to ``out`` in order."""
-
-    __slots__ = (
-        "actor",
-        "args",
-        "attempt",
-        "attempt_start",
-        "discarding",
-        "fn",
-        "id",
-        "is_async",
-        "on_error",
-        "out",
-        "parts",
-        "pipeline",
-        "skip_data",
-        "stopped",
-    )
-
-    def __init__(self, actor: ProcessorActor, pipeline: OutputPipeline) -> None:
-        spec = actor.spec
-        hook = spec.hooks[_HOOK]
-        self.actor = actor
-        self.id = spec.id
-        self.fn = hook.fn
-        self.is_async = hook.is_async
-        self.on_error = spec.on_error
-        self.skip_data = not spec.process_data_parts
-        self.pipeline = pipeline
-        self.parts: list[Any] = []
-        self.out: list[Any] | deque[Any] = []
-        self.attempt = 0
-        self.attempt_start = 0
-        self.discarding = False
-        self.stopped = False
-        # One argument object per stage, reused: only ``part`` changes per chunk.
-        self.args = ProcessOutputStreamArgs(
-            processor_id=spec.id,
-            state=actor.state,
-            part=_PLACEHOLDER,
-            stream_parts=self.parts,
-            message_list=pipeline.message_list,
-            retry_count=pipeline.retry_count,
-            request_context=pipeline.request_context,
-            tracing_context=pipeline.tracing_context,
-            abort_signal=pipeline.abort_signal,
-            emitter=self,
-        )
-        self.args.writer = ProcessorStreamWriter(self, spec.id)
-
-    # Emitter protocol -----------------------------------------------------------
-
-    def emit_custom(self, processor_id: str, chunk: Any) -> None:
-        self.out.append(_Custom(chunk))
-
-    def emit_violation(self, violation: ProcessorViolation) -> None:
-        self.out.append(_Violation(self.actor, violation))
-
-    # attempts ---------------------------------------------------------------------
-
-    def new_attempt(self, marker: NewAttempt) -> None:
-        if marker.discard:
-            # SPEC §2.4: stream_parts exclude discarded attempts. A signal this
-            # stage raised in that attempt lost to an earlier one (the run goes
-            # on), so the stage takes part again.
-            del self.parts[self.attempt_start :]
-            self.stopped = False
-        self.attempt += 1
-        self.attempt_start = len(self.parts)
-        self.discarding = False
-        self.args.retry_count = marker.retry_count
-
-    # the hook -----------------------------------------------------------------
-
-    async def apply(self, item: Any, pending: _Pending | None = None) -> Any:
-        """Run the hook on ``item`` under the actor's turn. Returns the chunk to
-        pass on, ``None`` (drop), a list (several chunks), or ``_STOP`` (the
-        attempt ended here; an ``_End`` marker was emitted). With ``pending``,
-        the hook already ran (``apply_nowait``) and returned that awaitable,
-        which is awaited instead."""
-        if pending is None:
-            self.parts.append(item)
-            self.args.part = item
-        actor = self.actor
-        if not actor.take_turn_nowait():
-            await actor.acquire()  # another hook of this processor is running
-        try:
-            if pending is not None:
-                result = await pending.awaitable
-            elif self.is_async:
-                result = await self.fn(self.args)
-            else:
-                result = self.fn(self.args)
-                if _is_awaitable_result(result, item):
-                    # A sync def that returns an awaitable (a lambda around a
-                    # coroutine function, say): the contract awaits it.
-                    result = await result
-        except BaseException as exc:
-            return self._raised(exc, item)
-        finally:
-            actor.release_turn()
-        return self._result(result, item)
-
-    def apply_nowait(self, item: Any) -> Any:
-        """The fast path of ``apply`` for a sync hook when no other hook of this
-        processor is running: the same outcome without a coroutine frame or
-        taking the actor's turn (a sync call cannot interleave with anything).
-        Returns ``_SLOW`` when ``apply`` must be awaited instead, and a
-        ``_Pending`` (for ``apply``) when the hook returned an awaitable."""
-        actor = self.actor
-        if self.is_async or actor._busy or actor._waiting:
-            return _SLOW
-        self.parts.append(item)
-        args = self.args
-        args.part = item
-        try:
-            result = self.fn(args)
-        except BaseException as exc:
-            return self._raised(exc, item)
-        if result is item or result is None or result.__class__ in _CHUNK_SET:
-            return result  # the common case, inline: this is the per-chunk path
-        if inspect.isawaitable(result):
-            return _Pending(result)
-        return self._checked(result, item)
-
-    def _raised(self, exc: BaseException, item: Any) -> Any:
-        """What a hook's exception means: its abort, a failure under the
-        policy, or (cancellation and the like) something that must propagate."""
-        if isinstance(exc, TripWire):
-            return self._tripped(exc)
-        if isinstance(exc, Exception):
-            return self._failed(exc, item)
-        if isinstance(exc, BaseExceptionGroup):
-            # A hook that ran its own nursery may raise its abort inside a group.
-            found = tripwire_in(exc)
-            if found is not None:
-                return self._tripped(found)
-        raise exc
-
-    def _result(self, result: Any, item: Any) -> Any:
-        if result is item or result is None or result.__class__ in _CHUNK_SET:
-            return result
-        return self._checked(result, item)
-
-    def _checked(self, result: Any, item: Any) -> Any:
-        """A result that is not a single chunk or None: a list of chunks, or a
-        contract error handled by the failure policy."""
-        if isinstance(result, list | tuple):
-            for sub in result:
-                if sub.__class__ not in _CHUNK_SET:
-                    return self._failed(stream_result_error(self.id, result), item)
-            return list(result)
-        return self._failed(stream_result_error(self.id, result), item)
-
-    def _tripped(self, tripwire: TripWire) -> Any:
-        if tripwire.processor_id is None:
-            # A TripWire raised directly (not via args.abort) is still attributed
-            # to the processor that raised it (Mastra issue table #22).
-            tripwire.processor_id = self.id
-        if tripwire.retry:
-            self.discarding = True
-            self.pipeline._note_retry(self.attempt)
-        else:
-            self.stopped = True
-        self.out.append(_End(self.actor, tripwire=tripwire))
-        return _STOP
-
-    def _failed(self, exc: Exception, item: Any) -> Any:
-        outcome = on_error_outcome(
-            self.on_error, self.id, _HOOK, exc, passing="passing the chunk on unchanged"
-        )
-        if outcome is None:
-            return item
-        if isinstance(outcome, TripWire):
-            return self._tripped(outcome)
-        self.stopped = True
-        self.out.append(_End(self.actor, error=outcome))
-        return _STOP
-
-
-_CHUNK_SET: Final = CHUNK_CLASSES
-_PLACEHOLDER: Final = StartChunk()
 
 
 # --- the pipeline --------------------------------------------------------------
@@ -564,7 +145,7 @@ class OutputPipeline:
         self.outcome: PipelineOutcome | None = None
         self._source = source
         self._iterator: AsyncIterator[Any] | None = None
-        self._stages = [_Stage(a, self) for a in actors if _HOOK in a.spec.hooks]
+        self._stages = [_Stage(a, self) for a in actors if HOOK in a.spec.hooks]
         self._buffer: deque[Any] = deque()
         self._pending_terminal: Any = None
         self._resume: list[tuple[int, Any]] = []  # fused mode: see _chain
@@ -782,7 +363,7 @@ class OutputPipeline:
         """The actors-mode supervisor: owns the reader and stage tasks in a nursery
         of its own, so a terminal event cancels them and never the consumer's
         code (which runs in the enclosing block)."""
-        with _unwrapping_a_lone_exception():
+        with unwrapping_a_lone_exception():
             async with trio.open_nursery() as nursery:
                 self._cancel_scope = nursery.cancel_scope
                 capacity = self.link_capacity
@@ -1060,26 +641,7 @@ async def open_output_pipeline(
     Leaving the block cancels every task of the pipeline and closes the source
     (``aclose()``), whether or not the stream was read to the end.
     """
-    if mode not in _MODES:
-        raise ConfigurationError(
-            f"mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}"
-        )
-    if isinstance(link_capacity, bool) or not (
-        (isinstance(link_capacity, int) and link_capacity >= 0)
-        or link_capacity == math.inf
-    ):
-        raise ConfigurationError(
-            f"link_capacity must be a non-negative int (or math.inf), got "
-            f"{link_capacity!r}"
-        )
-    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise ConfigurationError(
-            f"checkpoint_every must be a positive int, got {checkpoint_every!r}"
-        )
-    if not isinstance(source, AsyncIterable):
-        raise ConfigurationError(
-            f"source must be an async iterable of chunks, got {source!r}"
-        )
+    _check_arguments(mode, link_capacity, checkpoint_every, source)
     actors = _actors(processors)
     context = (
         request_context
@@ -1106,7 +668,7 @@ async def open_output_pipeline(
         if mode == "fused":
             yield pipeline
             return
-        with _unwrapping_a_lone_exception():
+        with unwrapping_a_lone_exception():
             async with trio.open_nursery() as nursery:
                 receive = await nursery.start(pipeline._supervise)
                 pipeline._receive = receive
@@ -1130,30 +692,6 @@ async def open_output_pipeline(
                 await _close(aclose())
 
 
-@contextmanager
-def _unwrapping_a_lone_exception() -> Iterator[None]:
-    """Around one of our nurseries: a group holding a single exception (the
-    user's own, from the block; the source's, from the reader task; a supervisor
-    task's, already unwrapped) comes out as that exception, as in fused mode,
-    never inside an ExceptionGroup of our making (SPEC §2.7). Groups of several
-    (e.g. ``Cancelled`` from an outer scope, in every task) are left alone."""
-    escaped: BaseException | None = None
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) != 1:
-            raise
-        escaped = group.exceptions[0]
-    if escaped is not None:
-        # Raising it here would make whatever is being handled its __context__
-        # (the group, or the Cancelled that ended the block); keep its own.
-        context = escaped.__context__
-        try:
-            raise escaped
-        finally:
-            escaped.__context__ = context
-
-
 async def _close(closing: Awaitable[Any]) -> None:
     try:
         await closing
@@ -1170,3 +708,30 @@ def _actors(processors: Sequence[object]) -> list[ProcessorActor]:
         return [p for p in processors if isinstance(p, ProcessorActor)]
     registered = register_processors(output=processors)
     return [ProcessorActor(spec) for spec in registered.output]
+
+
+def _check_arguments(
+    mode: object, link_capacity: object, checkpoint_every: object, source: object
+) -> None:
+    """``open_output_pipeline``'s argument checks (a ``ConfigurationError``
+    naming the argument and what was expected)."""
+    if mode not in MODES:
+        raise ConfigurationError(
+            f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}"
+        )
+    if isinstance(link_capacity, bool) or not (
+        (isinstance(link_capacity, int) and link_capacity >= 0)
+        or link_capacity == math.inf
+    ):
+        raise ConfigurationError(
+            f"link_capacity must be a non-negative int (or math.inf), got "
+            f"{link_capacity!r}"
+        )
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ConfigurationError(
+            f"checkpoint_every must be a positive int, got {checkpoint_every!r}"
+        )
+    if not isinstance(source, AsyncIterable):
+        raise ConfigurationError(
+            f"source must be an async iterable of chunks, got {source!r}"
+        )

@@ -15,7 +15,12 @@ from typing import Any
 
 import trio
 
-from ..actors import OutputPipeline, RunControl, open_output_pipeline
+from ..actors import (
+    OutputPipeline,
+    RunControl,
+    open_output_pipeline,
+    unwrapping_a_lone_exception,
+)
 from ..data import AbortChunk, Chunk, RunOutcome
 from ..processors import MessageList
 from ._hooks import HookLanes
@@ -163,7 +168,9 @@ async def open_stream(
             send.close()
             coordinator_done.set()
 
-    try:
+    # Our nursery only ever holds the coordinator; a lone error of its own is
+    # a bug worth seeing as itself, not inside an ExceptionGroup.
+    with unwrapping_a_lone_exception():
         async with (
             trio.open_nursery() as nursery,
             open_output_pipeline(
@@ -189,11 +196,5 @@ async def open_stream(
                 if stream._result is None:
                     state.abort_signal.set("the stream was closed early")
                     stream._settle(control.abort())
-    except BaseExceptionGroup as group:
-        # Our nursery only ever holds the coordinator; a lone error of its own is
-        # a bug worth seeing as itself.
-        if len(group.exceptions) != 1 or body_error is not None:
-            raise
-        raise group.exceptions[0] from None
     if body_error is not None:
         raise body_error

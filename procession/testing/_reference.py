@@ -18,7 +18,7 @@ import attrs
 
 from .._errors import ProcessorError, TripWire
 from ..actors import PipelineDriver, PipelineOutcome
-from ..actors._pipeline import Barrier, NewAttempt
+from ..actors._markers import Barrier, NewAttempt
 from ..data import (
     CHUNK_CLASSES,
     DataChunk,

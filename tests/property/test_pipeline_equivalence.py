@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from procession import TripWire
 from procession.actors import ExecutionMode, open_output_pipeline
-from procession.actors._pipeline import Barrier, NewAttempt
+from procession.actors._markers import Barrier, NewAttempt
 from procession.chunks import (
     DataChunk,
     ErrorChunk,

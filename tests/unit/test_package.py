@@ -40,7 +40,7 @@ LAYER_FACES = ["procession.data", "procession.wire"]
 #   which left the public API (the runtime drives them through RunControl).
 PRIVATE_IMPORTS_ALLOWED = {
     "procession.processors._contract",
-    "procession.actors._pipeline",
+    "procession.actors._markers",
 }
 
 

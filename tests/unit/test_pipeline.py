@@ -30,7 +30,7 @@ from procession.actors import (
     ProcessorActor,
     open_output_pipeline,
 )
-from procession.actors._pipeline import Barrier, NewAttempt
+from procession.actors._markers import Barrier, NewAttempt
 from procession.chunks import (
     DataChunk,
     ErrorChunk,

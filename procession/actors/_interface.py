@@ -1,0 +1,88 @@
+"""What the pipeline says about itself: its driver protocol, its outcome and
+its statistics, and the execution modes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
+
+import attrs
+
+from .._errors import (
+    TripWire,
+)
+from ..data import (
+    ErrorChunk,
+)
+
+if TYPE_CHECKING:
+    from ._markers import NewAttempt
+
+__all__ = [
+    "ExecutionMode",
+    "PipelineDriver",
+    "PipelineOutcome",
+    "PipelineStatistics",
+]
+
+ExecutionMode: TypeAlias = Literal["fused", "actors"]
+MODES: Final = ("fused", "actors")
+
+# --- the driver, outcome, statistics --------------------------------------------
+
+
+class PipelineDriver(Protocol):
+    """What drives the pipeline (the agent loop, through ``RunControl``) decides
+    about retries and errors and hears where the stream is.
+
+    ``on_retry_request`` is awaited at the client end, in stream order;
+    ``on_error_chunk`` at the entry, before any processor sees the chunk;
+    ``on_attempt`` when a ``NewAttempt`` reaches the client end (everything
+    before it has been delivered), so the driver can tell which attempt a
+    delivered chunk belongs to; ``on_terminal`` the moment the stream's terminal
+    item (a tripwire or a processor failure) reaches the client end, before
+    ``on_violation`` is awaited, so the driver can stop producing at once.
+    """
+
+    async def on_retry_request(self, tripwire: TripWire) -> bool:
+        """A processor asked to retry the attempt. Return True to retry (then yield
+        ``NewAttempt`` from the source), False to end the run with the tripwire."""
+        ...
+
+    async def on_error_chunk(self, chunk: ErrorChunk) -> bool:
+        """The source produced an ``error`` chunk (held back from the processors).
+        Return True if the attempt is recovered (the chunk is dropped; yield
+        ``NewAttempt`` next), False to pass it through as the terminal error."""
+        ...
+
+    def on_attempt(self, marker: NewAttempt) -> None:
+        """A ``NewAttempt`` reached the client end."""
+        ...
+
+    def on_terminal(self, outcome: PipelineOutcome) -> None:
+        """The stream's terminal item reached the client end."""
+        ...
+
+
+@attrs.frozen
+class PipelineOutcome:
+    """How the stream ended."""
+
+    kind: Literal["completed", "tripwire", "error", "cancelled"]
+    tripwire: TripWire | None = None
+    error: BaseException | None = None
+
+
+@attrs.frozen
+class PipelineStatistics:
+    """Counters of one pipeline (for tests, tuning and benchmarks)."""
+
+    mode: ExecutionMode
+    stages: int
+    pulled: int
+    """Items read from the source."""
+    delivered: int
+    """Chunks handed to the consumer."""
+    peak_in_flight: int
+    """The most source items ever read but not yet settled (delivered or dropped)."""
+    bound: int | float
+    """The documented upper bound for ``peak_in_flight`` in this configuration."""

@@ -1,0 +1,168 @@
+"""The in-band markers: what travels through the chain beside the chunks.
+
+The coordinator's markers come from the source (``NewAttempt``, ``Barrier``,
+``Deliver``, ``EndRun``; the runtime sends them through ``RunControl``); the
+stages' own (``_Violation``, ``_End``, ``_Raise``) are made inside the chain.
+They are the pipeline's private protocol: not part of the public API.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import trio
+
+from .._errors import (
+    TripWire,
+)
+from ..processors import (
+    ProcessorViolation,
+)
+from ._actor import ProcessorActor
+
+__all__ = [
+    "Barrier",
+    "Deliver",
+    "EndRun",
+    "NewAttempt",
+]
+
+# --- in-band markers -----------------------------------------------------------
+
+
+class _Marker:
+    """Base of everything that travels in the chain but is not a chunk."""
+
+    __slots__ = ()
+
+
+class NewAttempt(_Marker):
+    """Yielded by a driver's source where an attempt (a model step, or its retry)
+    begins.
+
+    With ``discard=True`` (after an accepted retry request, or a recovered error)
+    the previous attempt is discarded: whatever of it is still in the chain after
+    the cut is dropped, every stage's ``stream_parts`` forget it, and a stage that
+    ended that attempt (its signal lost to an earlier one) takes part again. With
+    ``discard=False`` it only marks where the next rollback would go back to.
+    ``retry_count`` is what hooks see as ``args.retry_count`` from here on.
+    """
+
+    __slots__ = ("context", "discard", "retry_count")
+
+    def __init__(
+        self, retry_count: int = 0, *, discard: bool = True, context: Any = None
+    ) -> None:
+        self.retry_count = retry_count
+        self.discard = discard
+        self.context = context
+        """Whatever the driver attaches (handed back by ``on_attempt``)."""
+
+    def __repr__(self) -> str:
+        return f"NewAttempt(retry_count={self.retry_count}, discard={self.discard})"
+
+
+class Barrier(_Marker):
+    """Yielded by a driver's source to learn when everything before it has reached
+    the client end (e.g. the end of a step, before ``process_output_step``).
+
+    ``await barrier.wait()`` after yielding it. Never discarded.
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    async def wait(self) -> None:
+        """Park until the barrier reached the client end (or the run ended)."""
+        await self._event.wait()
+
+    @property
+    def passed(self) -> bool:
+        return self._event.is_set()
+
+    def release(self) -> None:
+        self._event.set()
+
+
+class _DrainBarrier(Barrier):
+    """A barrier the pipeline sends itself (not a source item, so not counted)."""
+
+    __slots__ = ()
+
+
+class Deliver(_Marker):
+    """A chunk that goes to the client as-is, past every processor, at its
+    position: what ``writer.custom`` produces. A driver's source may yield one
+    (custom chunks written by hooks that run outside the stream)."""
+
+    __slots__ = ("chunk",)
+
+    def __init__(self, chunk: Any) -> None:
+        self.chunk = chunk
+
+    def __repr__(self) -> str:
+        return f"Deliver({self.chunk!r})"
+
+
+_Custom = Deliver
+
+
+class EndRun(_Marker):
+    """Yielded by a driver's source to end the run with a tripwire raised outside
+    the stream (an input hook, a tool-result hook, ...). When it reaches the
+    client end, ``actor``'s ``on_violation`` is awaited and the ``tripwire`` chunk
+    delivered; the stream ends. If an earlier terminal already ended the stream,
+    it is ignored (that one won, SPEC §2.10)."""
+
+    __slots__ = ("actor", "tripwire")
+
+    def __init__(self, tripwire: TripWire, actor: ProcessorActor | None = None) -> None:
+        self.tripwire = tripwire
+        self.actor = actor
+
+    def __repr__(self) -> str:
+        return f"EndRun({self.tripwire!r})"
+
+
+class _Violation(_Marker):
+    __slots__ = ("actor", "violation")
+
+    def __init__(self, actor: ProcessorActor, violation: ProcessorViolation) -> None:
+        self.actor = actor
+        self.violation = violation
+
+
+class _End(_Marker):
+    """A stage ended its attempt: a tripwire (``retry`` or not) or a failure."""
+
+    __slots__ = ("actor", "error", "tripwire")
+
+    def __init__(
+        self,
+        actor: ProcessorActor,
+        tripwire: TripWire | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.actor = actor
+        self.tripwire = tripwire
+        self.error = error
+
+    @property
+    def is_retry(self) -> bool:
+        return self.tripwire is not None and self.tripwire.retry
+
+
+class _Raise(_Marker):
+    """The source (or the check of what it gave) raised, in ``"actors"`` mode:
+    re-raised at the client end, in position, as fused mode raises it from the
+    consumer's ``async for``. Never discarded."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+_SOURCE_MARKERS: Final = frozenset({NewAttempt, Barrier, Deliver, EndRun})

@@ -1,0 +1,253 @@
+"""One processor's ``process_output_stream`` as a stage of the chain.
+
+A stage runs its hook on one chunk at a time under its actor's turn, with a
+sync fast path (``apply_nowait``), and turns what the hook did into items for
+the chain: the chunk(s) it returned, its custom chunks and violations, its
+abort (``_End``) or its failure under the processor's ``on_error`` policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any, Final
+
+from .._errors import (
+    TripWire,
+)
+from ..data import (
+    CHUNK_CLASSES,
+    StartChunk,
+)
+from ..processors import (
+    ProcessorStreamWriter,
+    ProcessorViolation,
+)
+from ..processors._contract import (
+    ProcessOutputStreamArgs,
+    on_error_outcome,
+    stream_result_error,
+    tripwire_in,
+)
+from ._actor import ProcessorActor
+from ._markers import NewAttempt, _Custom, _End, _Violation
+
+if TYPE_CHECKING:
+    from ._pipeline import OutputPipeline
+
+__all__: list[str] = []
+
+logger = logging.getLogger("procession")
+
+HOOK: Final = "process_output_stream"
+
+_STOP: Final = object()
+_SLOW: Final = object()  # apply_nowait: use the awaited path
+
+
+def _is_awaitable_result(result: Any, item: Any) -> bool:
+    return (
+        result is not item
+        and result is not None
+        and result.__class__ not in _CHUNK_SET
+        and inspect.isawaitable(result)
+    )
+
+
+class _Pending:
+    """A sync hook's awaitable result, still to be awaited."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Any) -> None:
+        self.awaitable = awaitable
+
+
+# --- a stage -------------------------------------------------------------------
+
+
+class _Stage:
+    """One processor's ``process_output_stream`` in the chain. Also the hook's
+    emitter: custom chunks and violations go to ``out`` in order."""
+
+    __slots__ = (
+        "actor",
+        "args",
+        "attempt",
+        "attempt_start",
+        "discarding",
+        "fn",
+        "id",
+        "is_async",
+        "on_error",
+        "out",
+        "parts",
+        "pipeline",
+        "skip_data",
+        "stopped",
+    )
+
+    def __init__(self, actor: ProcessorActor, pipeline: OutputPipeline) -> None:
+        spec = actor.spec
+        hook = spec.hooks[HOOK]
+        self.actor = actor
+        self.id = spec.id
+        self.fn = hook.fn
+        self.is_async = hook.is_async
+        self.on_error = spec.on_error
+        self.skip_data = not spec.process_data_parts
+        self.pipeline = pipeline
+        self.parts: list[Any] = []
+        self.out: list[Any] | deque[Any] = []
+        self.attempt = 0
+        self.attempt_start = 0
+        self.discarding = False
+        self.stopped = False
+        # One argument object per stage, reused: only ``part`` changes per chunk.
+        self.args = ProcessOutputStreamArgs(
+            processor_id=spec.id,
+            state=actor.state,
+            part=_PLACEHOLDER,
+            stream_parts=self.parts,
+            message_list=pipeline.message_list,
+            retry_count=pipeline.retry_count,
+            request_context=pipeline.request_context,
+            tracing_context=pipeline.tracing_context,
+            abort_signal=pipeline.abort_signal,
+            emitter=self,
+        )
+        self.args.writer = ProcessorStreamWriter(self, spec.id)
+
+    # Emitter protocol -----------------------------------------------------------
+
+    def emit_custom(self, processor_id: str, chunk: Any) -> None:
+        self.out.append(_Custom(chunk))
+
+    def emit_violation(self, violation: ProcessorViolation) -> None:
+        self.out.append(_Violation(self.actor, violation))
+
+    # attempts ---------------------------------------------------------------------
+
+    def new_attempt(self, marker: NewAttempt) -> None:
+        if marker.discard:
+            # SPEC §2.4: stream_parts exclude discarded attempts. A signal this
+            # stage raised in that attempt lost to an earlier one (the run goes
+            # on), so the stage takes part again.
+            del self.parts[self.attempt_start :]
+            self.stopped = False
+        self.attempt += 1
+        self.attempt_start = len(self.parts)
+        self.discarding = False
+        self.args.retry_count = marker.retry_count
+
+    # the hook -----------------------------------------------------------------
+
+    async def apply(self, item: Any, pending: _Pending | None = None) -> Any:
+        """Run the hook on ``item`` under the actor's turn. Returns the chunk to
+        pass on, ``None`` (drop), a list (several chunks), or ``_STOP`` (the
+        attempt ended here; an ``_End`` marker was emitted). With ``pending``,
+        the hook already ran (``apply_nowait``) and returned that awaitable,
+        which is awaited instead."""
+        if pending is None:
+            self.parts.append(item)
+            self.args.part = item
+        actor = self.actor
+        if not actor.take_turn_nowait():
+            await actor.acquire()  # another hook of this processor is running
+        try:
+            if pending is not None:
+                result = await pending.awaitable
+            elif self.is_async:
+                result = await self.fn(self.args)
+            else:
+                result = self.fn(self.args)
+                if _is_awaitable_result(result, item):
+                    # A sync def that returns an awaitable (a lambda around a
+                    # coroutine function, say): the contract awaits it.
+                    result = await result
+        except BaseException as exc:
+            return self._raised(exc, item)
+        finally:
+            actor.release_turn()
+        return self._result(result, item)
+
+    def apply_nowait(self, item: Any) -> Any:
+        """The fast path of ``apply`` for a sync hook when no other hook of this
+        processor is running: the same outcome without a coroutine frame or
+        taking the actor's turn (a sync call cannot interleave with anything).
+        Returns ``_SLOW`` when ``apply`` must be awaited instead, and a
+        ``_Pending`` (for ``apply``) when the hook returned an awaitable."""
+        actor = self.actor
+        if self.is_async or actor._busy or actor._waiting:
+            return _SLOW
+        self.parts.append(item)
+        args = self.args
+        args.part = item
+        try:
+            result = self.fn(args)
+        except BaseException as exc:
+            return self._raised(exc, item)
+        if result is item or result is None or result.__class__ in _CHUNK_SET:
+            return result  # the common case, inline: this is the per-chunk path
+        if inspect.isawaitable(result):
+            return _Pending(result)
+        return self._checked(result, item)
+
+    def _raised(self, exc: BaseException, item: Any) -> Any:
+        """What a hook's exception means: its abort, a failure under the
+        policy, or (cancellation and the like) something that must propagate."""
+        if isinstance(exc, TripWire):
+            return self._tripped(exc)
+        if isinstance(exc, Exception):
+            return self._failed(exc, item)
+        if isinstance(exc, BaseExceptionGroup):
+            # A hook that ran its own nursery may raise its abort inside a group.
+            found = tripwire_in(exc)
+            if found is not None:
+                return self._tripped(found)
+        raise exc
+
+    def _result(self, result: Any, item: Any) -> Any:
+        if result is item or result is None or result.__class__ in _CHUNK_SET:
+            return result
+        return self._checked(result, item)
+
+    def _checked(self, result: Any, item: Any) -> Any:
+        """A result that is not a single chunk or None: a list of chunks, or a
+        contract error handled by the failure policy."""
+        if isinstance(result, list | tuple):
+            for sub in result:
+                if sub.__class__ not in _CHUNK_SET:
+                    return self._failed(stream_result_error(self.id, result), item)
+            return list(result)
+        return self._failed(stream_result_error(self.id, result), item)
+
+    def _tripped(self, tripwire: TripWire) -> Any:
+        if tripwire.processor_id is None:
+            # A TripWire raised directly (not via args.abort) is still attributed
+            # to the processor that raised it (Mastra issue table #22).
+            tripwire.processor_id = self.id
+        if tripwire.retry:
+            self.discarding = True
+            self.pipeline._note_retry(self.attempt)
+        else:
+            self.stopped = True
+        self.out.append(_End(self.actor, tripwire=tripwire))
+        return _STOP
+
+    def _failed(self, exc: Exception, item: Any) -> Any:
+        outcome = on_error_outcome(
+            self.on_error, self.id, HOOK, exc, passing="passing the chunk on unchanged"
+        )
+        if outcome is None:
+            return item
+        if isinstance(outcome, TripWire):
+            return self._tripped(outcome)
+        self.stopped = True
+        self.out.append(_End(self.actor, error=outcome))
+        return _STOP
+
+
+_CHUNK_SET: Final = CHUNK_CLASSES
+_PLACEHOLDER: Final = StartChunk()
