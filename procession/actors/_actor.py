@@ -88,7 +88,8 @@ class ProcessorActor:
 
     async def notify_violation(self, violation: Any) -> None:
         """Await ``on_violation`` with ``violation``; its errors are logged and
-        swallowed (seed: they must not disturb the processor's logic)."""
+        swallowed (seed: they must not disturb the processor's logic).
+        Checkpoints only if the callback does; cancellation propagates."""
         callback = self.spec.on_violation
         if callback is None:
             return

@@ -119,14 +119,15 @@ class RunControl:
         """Start an attempt (a step, or its retry); with ``discard`` the previous
         attempt's chunks still in the chain are dropped. Chunks the client
         receives from here on are shown to ``view``. Retries are accepted until
-        ``close_attempt``."""
+        ``close_attempt``. Blocks (checkpointing) while the pipeline is busy;
+        cancellation propagates."""
         self._retry = None
         self._accepting_retries = True
         await self._send.send(NewAttempt(retry_count, discard=discard, context=view))
 
     async def mark_retry_count(self, retry_count: int, view: Any) -> None:
         """The input lane retried inside the attempt: hooks downstream see the
-        new count (the attempt itself goes on)."""
+        new count (the attempt itself goes on). Checkpoints like ``inject``."""
         await self._send.send(NewAttempt(retry_count, discard=False, context=view))
 
     def close_attempt(self) -> None:
@@ -142,12 +143,14 @@ class RunControl:
 
     async def inject(self, chunk: Any) -> None:
         """Send ``chunk`` through the output processors, at this position.
-        Blocks while the pipeline is busy (backpressure)."""
+        Blocks while the pipeline is busy (backpressure): checkpoints, and a
+        cancellation (the run ended) propagates with nothing sent."""
         await self._send.send(chunk)
 
     async def deliver(self, chunk: Any) -> None:
         """Send ``chunk`` to the client past every processor, at this position
-        (custom chunks written by hooks that run outside the stream)."""
+        (custom chunks written by hooks that run outside the stream).
+        Checkpoints like ``inject``."""
         await self._send.send(Deliver(chunk))
 
     async def settle(self) -> None:
@@ -221,7 +224,9 @@ class RunControl:
     # --- the pipeline's side (PipelineDriver) ------------------------------------
 
     async def on_retry_request(self, tripwire: TripWire) -> bool:
-        """A stream processor asked for a retry (at the client end, in position)."""
+        """A stream processor asked for a retry (at the client end, in position).
+        Grants it (and stops the model read) if the attempt still accepts
+        retries and the budget allows. Does not checkpoint."""
         if not self._accepting_retries:
             logger.warning(
                 "processor %r requested a retry after the step's chunks were "
@@ -243,7 +248,7 @@ class RunControl:
 
     async def on_error_chunk(self, chunk: ErrorChunk) -> bool:
         """The coordinator decides about model errors before it sends anything;
-        an error chunk it sends is terminal."""
+        an error chunk it sends is terminal. Does not checkpoint."""
         return False
 
     def on_attempt(self, marker: NewAttempt) -> None:

@@ -45,13 +45,15 @@ class PipelineDriver(Protocol):
 
     async def on_retry_request(self, tripwire: TripWire) -> bool:
         """A processor asked to retry the attempt. Return True to retry (then yield
-        ``NewAttempt`` from the source), False to end the run with the tripwire."""
+        ``NewAttempt`` from the source), False to end the run with the tripwire.
+        Awaited at the client end; it may checkpoint (the consumer waits)."""
         ...
 
     async def on_error_chunk(self, chunk: ErrorChunk) -> bool:
         """The source produced an ``error`` chunk (held back from the processors).
         Return True if the attempt is recovered (the chunk is dropped; yield
-        ``NewAttempt`` next), False to pass it through as the terminal error."""
+        ``NewAttempt`` next), False to pass it through as the terminal error.
+        Awaited at the entry; it may checkpoint."""
         ...
 
     def on_attempt(self, marker: NewAttempt) -> None:

@@ -75,7 +75,8 @@ class Barrier(_Marker):
         self._event = trio.Event()
 
     async def wait(self) -> None:
-        """Park until the barrier reached the client end (or the run ended)."""
+        """Park until the barrier reached the client end. Always checkpoints;
+        if cancelled (the run ended), ``Cancelled`` propagates."""
         await self._event.wait()
 
     @property

@@ -469,6 +469,16 @@ class OutputPipeline:
         return self
 
     async def __anext__(self) -> Any:
+        """The next chunk the client sees.
+
+        In ``"fused"`` mode the stages run here, in the caller's task: this
+        checkpoints whenever a hook or the source does, and at least every
+        ``checkpoint_every`` source items. If the caller's read is cancelled
+        while a hook awaits, nothing is lost: that hook is called again with
+        the same chunk on the next read, and from then on each chunk finishes
+        its way through the stages first (up to the caller's deadline plus
+        ``_CLOSE_GRACE_SECONDS``). Raises ``StopAsyncIteration`` at the end.
+        """
         buffer = self._buffer
         while True:
             if self._pending_terminal is not None:

@@ -148,7 +148,9 @@ class _Stage:
         pass on, ``None`` (drop), a list (several chunks), or ``_STOP`` (the
         attempt ended here; an ``_End`` marker was emitted). With ``pending``,
         the hook already ran (``apply_nowait``) and returned that awaitable,
-        which is awaited instead."""
+        which is awaited instead. Checkpoints if it has to wait for the actor's
+        turn or if the hook does; a cancellation is the caller's to handle (the
+        hook's own exceptions are classified, ``Cancelled`` propagates)."""
         if pending is None:
             self.parts.append(item)
             self.args.part = item

@@ -65,7 +65,9 @@ class Coordinator:
 
     async def drive(self, send: trio.MemorySendChannel[Any]) -> None:
         """The run, start to finish; closes ``send`` at the end. A failure is
-        proposed as the run's end, never raised (``generate`` does not raise)."""
+        proposed as the run's end, never raised (``generate`` does not raise).
+        Checkpoints throughout; it runs in the run's cancel scope, and the
+        ``Cancelled`` that ends it (the outcome was decided) propagates."""
         state, control = self._state, self._control
         with send:
             try:

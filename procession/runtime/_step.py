@@ -67,8 +67,8 @@ class StepRunner:
 
     async def attempt(self, step_number: int, view: StepView) -> bool:
         """One attempt at step ``step_number``. Returns whether another step
-        follows. Raises ``Retry`` or ``Terminal`` (or ``TripWire`` from the input
-        chain's caller), and ``RetryRequested`` from ``settle``."""
+        follows. Raises ``Retry`` or ``Terminal``, and ``RetryRequested`` from
+        ``settle``. Checkpoints; cancellation (the run ended) propagates."""
         state, control = self._state, self._control
         state.current_step = step_number
         retries_before = state.retry_count

@@ -51,7 +51,8 @@ class ToolCalls:
     ) -> list[ToolResultInfo]:
         """Run ``calls`` concurrently; handle their results, hooks and chunks in
         call order. Raises ``TripWire`` from a ``process_tool_result`` hook and
-        ``RetryRequested`` from settling a ``tool-result`` chunk."""
+        ``RetryRequested`` from settling a ``tool-result`` chunk. Checkpoints;
+        a cancellation (the run ended) cancels the running tools too."""
         if not calls:
             return []
         outcomes: list[_Outcome] = [(False, None, [])] * len(calls)

@@ -196,6 +196,7 @@ async def run_sequential(
 ) -> SequentialRun:
     """Run ``source`` through ``processors`` one chunk at a time; return what the
     client sees. The same driver protocol as ``open_output_pipeline`` applies.
+    Checkpoints whenever the source or a hook does; cancellation propagates.
 
     ``on_violation`` callbacks are awaited, and ``on_chunk`` is called for each
     delivered chunk, in one final pass in delivery order, so a test can log both

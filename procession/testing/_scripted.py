@@ -481,6 +481,9 @@ class ScriptedResponse:
         return self
 
     async def __anext__(self) -> Chunk:
+        """The next scripted chunk. Always checkpoints first (a ``Delay`` sleeps
+        on trio's clock); a cancelled read loses nothing: the chunk is given by
+        the next read. Raises the scripted error where the script has one."""
         if self._closed:
             raise trio.ClosedResourceError(
                 f"call #{self._call.index + 1} to the ScriptedModel is closed: its "
@@ -546,6 +549,8 @@ class _ScriptedCall:
         self._response: ScriptedResponse | None = None
 
     async def __aenter__(self) -> ScriptedResponse:
+        """Start the call: a scripted error at the call is raised here.
+        Checkpoints; cancellation propagates and the call stays unmade."""
         if self._entered:
             raise RuntimeError(
                 "a ScriptedModel.stream(...) context can be entered only once; "
@@ -561,7 +566,8 @@ class _ScriptedCall:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # No checkpoint here: leaving must never replace the exception in flight.
+        """Close the response. Never checkpoints, so leaving the block cannot
+        replace the exception in flight with ``Cancelled``."""
         if self._response is not None:
             self._response._close()
 
