@@ -12,16 +12,16 @@
 from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._reference import SequentialRun as SequentialRun
 from ._reference import run_sequential as run_sequential
+from ._script import Delay as Delay
+from ._script import ScriptError as ScriptError
+from ._script import ScriptExhausted as ScriptExhausted
+from ._script import reasoning_turn as reasoning_turn
+from ._script import text_turn as text_turn
+from ._script import tool_call_turn as tool_call_turn
 from ._scripted import CallLog as CallLog
-from ._scripted import Delay as Delay
 from ._scripted import RecordedCall as RecordedCall
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import ScriptedResponse as ScriptedResponse
-from ._scripted import ScriptError as ScriptError
-from ._scripted import ScriptExhausted as ScriptExhausted
-from ._scripted import reasoning_turn as reasoning_turn
-from ._scripted import text_turn as text_turn
-from ._scripted import tool_call_turn as tool_call_turn
 
 __all__ = [
     "CallLog",

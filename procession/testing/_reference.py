@@ -107,6 +107,73 @@ class _Run:
         self.parts: dict[str, list[Any]] = {s.id: [] for s in specs}
         self.attempt_start: dict[str, int] = {s.id: 0 for s in specs}
         self.retry_count = 0
+        self.discarding = False
+
+    async def take(
+        self, item: Any, driver: PipelineDriver | None
+    ) -> PipelineOutcome | None:
+        """One source item, all the way; the outcome if the stream ends on it."""
+        if isinstance(item, NewAttempt):
+            if item.discard:
+                for spec in self.specs:
+                    del self.parts[spec.id][self.attempt_start[spec.id] :]
+            for spec in self.specs:
+                self.attempt_start[spec.id] = len(self.parts[spec.id])
+            self.retry_count = item.retry_count
+            self.discarding = False
+            return None
+        if isinstance(item, Barrier):
+            item.release()
+            return None
+        if self.discarding:
+            return None
+        if (
+            isinstance(item, ErrorChunk)
+            and driver is not None
+            and await driver.on_error_chunk(item)
+        ):
+            self.discarding = True
+            return None
+        try:
+            await self.chain(0, item)
+        except _End as end:
+            return await self._ended(end, driver)
+        return None
+
+    async def _ended(
+        self, end: _End, driver: PipelineDriver | None
+    ) -> PipelineOutcome | None:
+        """A processor ended its attempt: a failure, a granted retry, or the
+        stream's tripwire."""
+        if end.error is not None:
+            self.out.append(
+                ErrorChunk(payload=ErrorPayload(error=end.error), run_id=self.run_id)
+            )
+            return PipelineOutcome("error", error=end.error)
+        tripwire = end.tripwire
+        assert tripwire is not None
+        if (
+            tripwire.retry
+            and driver is not None
+            and await driver.on_retry_request(tripwire)
+        ):
+            self.discarding = True
+            return None
+        self.out.append(
+            _ViolationEvent(
+                end.spec,
+                ProcessorViolation(
+                    processor_id=tripwire.processor_id or end.spec.id,
+                    message=tripwire.reason,
+                    detail=tripwire.metadata,
+                    blocking=True,
+                ),
+            )
+        )
+        self.out.append(
+            TripwireChunk(payload=TripwirePayload.of(tripwire), run_id=self.run_id)
+        )
+        return PipelineOutcome("tripwire", tripwire=tripwire)
 
     async def chain(self, k: int, chunk: Any) -> None:
         """Carry ``chunk`` through processors k.. and into ``out``."""
@@ -214,72 +281,12 @@ async def run_sequential(
     )
     run = _Run(specs, run_id=run_id, request_context=context, message_list=message_list)
     outcome = PipelineOutcome("completed")
-    discarding = False
     iterator = source.__aiter__()
     try:
         async for item in iterator:
-            if isinstance(item, NewAttempt):
-                if item.discard:
-                    for spec in specs:
-                        del run.parts[spec.id][run.attempt_start[spec.id] :]
-                for spec in specs:
-                    run.attempt_start[spec.id] = len(run.parts[spec.id])
-                run.retry_count = item.retry_count
-                discarding = False
-                continue
-            if isinstance(item, Barrier):
-                item.release()
-                continue
-            if discarding:
-                continue
-            if (
-                isinstance(item, ErrorChunk)
-                and driver is not None
-                and await driver.on_error_chunk(item)
-            ):
-                discarding = True
-                continue
-            try:
-                await run.chain(0, item)
-            except _End as end:
-                if end.error is not None:
-                    run.out.append(
-                        ErrorChunk(payload=ErrorPayload(error=end.error), run_id=run_id)
-                    )
-                    outcome = PipelineOutcome("error", error=end.error)
-                    break
-                tripwire = end.tripwire
-                assert tripwire is not None
-                if (
-                    tripwire.retry
-                    and driver is not None
-                    and await driver.on_retry_request(tripwire)
-                ):
-                    discarding = True
-                    continue
-                run.out.append(
-                    _ViolationEvent(
-                        end.spec,
-                        ProcessorViolation(
-                            processor_id=tripwire.processor_id or end.spec.id,
-                            message=tripwire.reason,
-                            detail=tripwire.metadata,
-                            blocking=True,
-                        ),
-                    )
-                )
-                run.out.append(
-                    TripwireChunk(
-                        payload=TripwirePayload(
-                            reason=tripwire.reason,
-                            retry=tripwire.retry,
-                            metadata=tripwire.metadata,
-                            processor_id=tripwire.processor_id,
-                        ),
-                        run_id=run_id,
-                    )
-                )
-                outcome = PipelineOutcome("tripwire", tripwire=tripwire)
+            ended = await run.take(item, driver)
+            if ended is not None:
+                outcome = ended
                 break
     finally:
         aclose = getattr(iterator, "aclose", None)
