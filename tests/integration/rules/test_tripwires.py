@@ -1,6 +1,6 @@
 """SPEC §2 rule 6: tripwire results. A tripwire is one last chunk with the
 Mastra shape, ``on_violation`` is awaited once before it and its errors are
-``swallowed``; ``report_violation`` does not block."""
+swallowed; ``report_violation`` does not block."""
 
 from __future__ import annotations
 
