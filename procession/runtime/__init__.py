@@ -21,13 +21,13 @@ from ._agent import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
 from ._agent import Agent as Agent
 from ._agent import AgentResult as AgentResult
 from ._agent import AgentStream as AgentStream
-from ._tools import Tool as Tool
-from ._tools import ToolContext as ToolContext
-from ._tools import ToolSet as ToolSet
-from ._tools import execute_tool as execute_tool
-from ._tools import json_schema as json_schema
-from ._tools import parse_arguments as parse_arguments
-from ._tools import tool as tool
+from .tools import Tool as Tool
+from .tools import ToolContext as ToolContext
+from .tools import ToolSet as ToolSet
+from .tools import execute_tool as execute_tool
+from .tools import json_schema as json_schema
+from .tools import parse_arguments as parse_arguments
+from .tools import tool as tool
 
 __all__ = [
     "Agent",

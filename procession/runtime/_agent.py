@@ -127,7 +127,7 @@ from ..processors._contract import (
     read_message_result,
     tripwire_in,
 )
-from ._tools import Tool, ToolContext, ToolSet, execute_tool, parse_arguments
+from .tools import Tool, ToolContext, ToolSet, execute_tool, parse_arguments
 
 __all__ = ["Agent", "AgentResult", "AgentStream", "RETRY_FEEDBACK_TAG"]
 
