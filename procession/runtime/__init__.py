@@ -23,13 +23,13 @@ from ._options import UseAgentDefault as UseAgentDefault
 from ._result import AgentResult as AgentResult
 from ._state import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
 from ._stream import AgentStream as AgentStream
-from ._tools import Tool as Tool
-from ._tools import ToolContext as ToolContext
-from ._tools import ToolSet as ToolSet
-from ._tools import execute_tool as execute_tool
-from ._tools import json_schema as json_schema
-from ._tools import parse_arguments as parse_arguments
-from ._tools import tool as tool
+from .tools import Tool as Tool
+from .tools import ToolContext as ToolContext
+from .tools import ToolSet as ToolSet
+from .tools import execute_tool as execute_tool
+from .tools import json_schema as json_schema
+from .tools import parse_arguments as parse_arguments
+from .tools import tool as tool
 
 __all__ = [
     "Agent",

@@ -37,7 +37,7 @@ from ._options import (
 from ._result import AgentResult
 from ._state import RunSpec
 from ._stream import AgentStream, open_stream
-from ._tools import Tool, ToolSet
+from .tools import Tool, ToolSet
 
 __all__ = ["Agent"]
 

@@ -48,7 +48,7 @@ from ..processors import (
     TripWire,
 )
 from ..processors._contract import read_message_result
-from ._tools import ToolSet
+from .tools import ToolSet
 
 __all__ = [
     "PREPARE_STEP_ID",

@@ -49,7 +49,7 @@ from ..processors._contract import (
 from ._hooks import HookLanes
 from ._state import Retry, RunState, StepConfig, StepView, Terminal
 from ._tool_calls import ToolCalls
-from ._tools import ToolSet
+from .tools import ToolSet
 
 __all__ = ["StepRunner"]
 

@@ -31,7 +31,7 @@ from ..processors import (
 )
 from ._hooks import HookEmitter, HookLanes
 from ._state import RunState, StepConfig
-from ._tools import Tool, ToolContext, execute_tool, parse_arguments
+from .tools import Tool, ToolContext, execute_tool, parse_arguments
 
 __all__ = ["ToolCalls"]
 

@@ -1,0 +1,476 @@
+"""``Tool``, the ``@tool`` decorator, ``ToolSet``, ``ToolContext`` and
+``execute_tool``: what the model is offered and how a tool runs.
+
+A ``Tool`` validates itself when it is made: its schema comes from ``_schema``
+(attrs inputs) or is the given dict, and its arguments are checked by
+``_arguments`` when a call arrives.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, TypeAlias, overload
+
+import attrs
+import trio
+
+from ..._errors import ConfigurationError
+from ...models import ToolDefinition
+from ...processors import AbortSignal, ProcessorStreamWriter, RequestContext
+from ._arguments import _converter, _short, _validator_for
+from ._schema import _class_schema, _SchemaError
+
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolInput",
+    "ToolSet",
+    "execute_tool",
+    "tool",
+]
+
+ToolInput: TypeAlias = type[Any] | Mapping[str, Any] | None
+"""What a tool's ``input`` may be: an attrs class, a JSON Schema dict or None."""
+
+_NAME_RE: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+"""Tool names model providers accept (Anthropic's and OpenAI's common rule)."""
+
+_NO_ARGUMENTS_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
+
+
+def _first_paragraph(doc: str | None) -> str:
+    if not doc:
+        return ""
+    paragraph = inspect.cleandoc(doc).strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
+
+
+# --------------------------------------------------------------------------- #
+# Tool, ToolContext, decorator, execution
+# --------------------------------------------------------------------------- #
+
+
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """What a tool's ``execute`` receives besides its arguments."""
+
+    tool_call_id: str
+    tool_name: str
+    writer: ProcessorStreamWriter | None = None
+    """Emits custom ``data-*`` chunks into the stream at the tool call's position."""
+    request_context: RequestContext = attrs.field(factory=RequestContext)
+    abort_signal: AbortSignal | None = None
+    """Set when the run is being cancelled (a tool may also just be cancelled)."""
+    messages: Sequence[Any] = ()
+    """The conversation so far (read it; do not edit it)."""
+
+
+def _accepts_two_positional(fn: Callable[..., Any]) -> bool:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have no signature: trust them
+        return True
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        return False
+    return True
+
+
+def _is_async_callable(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # A callable object with ``async def __call__``.
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - we want the method itself
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(call)
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Tool:
+    """A function the model may call.
+
+    Args:
+        name: what the model calls it: 1 to 64 letters, digits, ``_`` or ``-``.
+        description: what it does, for the model.
+        input: an attrs class, a JSON Schema object schema, or None (see the
+            module docstring).
+        execute: ``execute(args, context)``, sync or async (detected once, here).
+            A sync ``execute`` runs inline in the agent's task: blocking I/O
+            belongs in ``await trio.to_thread.run_sync(...)`` inside an async one.
+        provider_options: passed to the model provider with the definition.
+
+    Tools compare by identity. Construction validates everything and builds the
+    schema, so a bad tool fails when it is defined, not when it is called.
+
+    Raises:
+        ConfigurationError: naming the tool and what was expected.
+    """
+
+    name: str
+    description: str = ""
+    input: type[Any] | Mapping[str, Any] | None = None
+    execute: Callable[[Any, ToolContext], Any]
+    provider_options: Mapping[str, Any] | None = None
+    _schema: dict[str, Any] = attrs.field(init=False, repr=False)
+    _validator: Any = attrs.field(init=False, repr=False)
+    """A jsonschema validator for a dict input, when jsonschema is installed."""
+    _is_async: bool = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
+            raise ConfigurationError(
+                f"tool name {self.name!r} is not valid: use 1 to 64 letters, digits, "
+                f"'_' or '-' (what model providers accept)"
+            )
+        if not isinstance(self.description, str):
+            raise ConfigurationError(
+                f"tool {self.name!r}: description must be a str, got "
+                f"{self.description!r}"
+            )
+        if not callable(self.execute):
+            raise ConfigurationError(
+                f"tool {self.name!r}: execute must be a function (args, context), "
+                f"got {self.execute!r}"
+            )
+        if not _accepts_two_positional(self.execute):
+            raise ConfigurationError(
+                f"tool {self.name!r}: execute {self.execute!r} must accept two "
+                f"positional arguments (args, context)"
+            )
+        if self.provider_options is not None and not isinstance(
+            self.provider_options, Mapping
+        ):
+            raise ConfigurationError(
+                f"tool {self.name!r}: provider_options must be a mapping or None, "
+                f"got {self.provider_options!r}"
+            )
+        schema, validator = self._build_schema()
+        object.__setattr__(self, "_schema", schema)
+        object.__setattr__(self, "_validator", validator)
+        object.__setattr__(self, "_is_async", _is_async_callable(self.execute))
+
+    def _build_schema(self) -> tuple[dict[str, Any], Any]:
+        spec = self.input
+        if spec is None:
+            return copy.deepcopy(dict(_NO_ARGUMENTS_SCHEMA)), None
+        if isinstance(spec, type) and attrs.has(spec):
+            try:
+                schema = _class_schema(spec, ())
+            except _SchemaError as error:
+                raise ConfigurationError(f"tool {self.name!r}: {error}") from None
+            try:
+                _converter.get_structure_hook(spec)
+            except Exception as error:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: cannot build a structuring hook for "
+                    f"{spec.__qualname__}: {error}"
+                ) from error
+            return schema, None
+        if isinstance(spec, Mapping):
+            if spec.get("type") != "object":
+                raise ConfigurationError(
+                    f"tool {self.name!r}: a JSON Schema input must be an object "
+                    f'schema ({{"type": "object", ...}}), got {_short(spec)}'
+                )
+            schema = copy.deepcopy(dict(spec))
+            return schema, _validator_for(self.name, schema)
+        raise ConfigurationError(
+            f"tool {self.name!r}: input must be an attrs class, a JSON Schema dict "
+            f"or None, got {spec!r}"
+        )
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments (a fresh copy)."""
+        return copy.deepcopy(self._schema)
+
+    @property
+    def is_async(self) -> bool:
+        """Whether ``execute`` is a coroutine function."""
+        return self._is_async
+
+    def definition(self) -> ToolDefinition:
+        """The tool as the model is offered it (a fresh schema copy each call,
+        so a provider adapter may edit it)."""
+        return ToolDefinition(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_schema,
+            provider_options=self.provider_options,
+        )
+
+
+def _adapt(fn: Callable[..., Any]) -> Callable[[Any, ToolContext], Any]:
+    """``fn`` as ``execute(args, context)``: functions of one parameter are
+    called with the arguments only, of none with nothing."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return fn
+    kinds = inspect.Parameter
+    if any(p.kind is kinds.KEYWORD_ONLY and p.default is p.empty for p in parameters):
+        raise ConfigurationError(
+            f"tool function {fn!r} has required keyword-only parameters; it is "
+            f"called as fn(args, context)"
+        )
+    if any(p.kind is kinds.VAR_POSITIONAL for p in parameters):
+        return fn
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(positional) >= 2:
+        return fn
+    takes_args = len(positional) == 1
+    adapted: Callable[[Any, ToolContext], Any]
+    if inspect.iscoroutinefunction(fn):
+
+        async def adapted_async(args: Any, context: ToolContext) -> Any:
+            return await (fn(args) if takes_args else fn())
+
+        adapted = adapted_async
+    else:
+
+        def adapted_sync(args: Any, context: ToolContext) -> Any:
+            return fn(args) if takes_args else fn()
+
+        adapted = adapted_sync
+    # Not functools.wraps: its __wrapped__ would make inspect.signature report
+    # fn's own (shorter) signature.
+    adapted.__name__ = getattr(fn, "__name__", adapted.__name__)
+    adapted.__qualname__ = getattr(fn, "__qualname__", adapted.__qualname__)
+    adapted.__doc__ = fn.__doc__
+    return adapted
+
+
+def _input_from_annotation(fn: Callable[..., Any]) -> type[Any] | None:
+    """The attrs class the first parameter of ``fn`` is annotated with, if any."""
+    try:
+        first = next(iter(inspect.signature(fn).parameters.values()), None)
+    except (TypeError, ValueError):
+        return None
+    if first is None:
+        return None
+    try:
+        annotation = typing.get_type_hints(fn).get(first.name)
+    except Exception:  # an unresolvable forward reference: no inference
+        annotation = first.annotation
+    if isinstance(annotation, type) and attrs.has(annotation):
+        return annotation
+    return None
+
+
+def _make_tool(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    input: ToolInput,
+    provider_options: Mapping[str, Any] | None,
+) -> Tool:
+    if not callable(fn):
+        raise ConfigurationError(f"@tool decorates a function, got {fn!r}")
+    if name is None:
+        name = getattr(fn, "__name__", None)
+        if not isinstance(name, str):
+            raise ConfigurationError(f"@tool cannot name {fn!r}; pass name=...")
+    if input is None:
+        input = _input_from_annotation(fn)
+    return Tool(
+        name=name,
+        description=(
+            description
+            if description is not None
+            else _first_paragraph(inspect.getdoc(fn))
+        ),
+        input=input,
+        execute=_adapt(fn),
+        provider_options=provider_options,
+    )
+
+
+@overload
+def tool(name: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    name: str | None = None,
+    *,
+    description: str | None = None,
+    input: ToolInput = None,
+    provider_options: Mapping[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    name: str | Callable[..., Any] | None = None,
+    *,
+    description: str | None = None,
+    input: ToolInput = None,
+    provider_options: Mapping[str, Any] | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a ``Tool`` of a function: ``@tool`` or ``@tool("name", ...)``.
+
+    * ``name`` defaults to the function's name; ``description`` to the first
+      paragraph of its docstring.
+    * ``input`` defaults to the attrs class the first parameter is annotated
+      with (else None: no arguments).
+    * The function is called as ``fn(args, context)``; one that takes a single
+      parameter is called as ``fn(args)``, one that takes none as ``fn()``.
+
+    The decorated name is bound to the ``Tool``, not the function.
+
+    Raises:
+        ConfigurationError: as ``Tool`` does.
+    """
+    if callable(name):
+        return _make_tool(name, None, description, input, provider_options)
+
+    def decorate(fn: Callable[..., Any]) -> Tool:
+        return _make_tool(fn, name, description, input, provider_options)
+
+    return decorate
+
+
+async def execute_tool(tool: Tool, args: Any, context: ToolContext) -> Any:
+    """Run ``tool.execute(args, context)`` and return its result.
+
+    ``args`` is what ``parse_arguments`` returned. An async ``execute`` is
+    awaited (it checkpoints as it does). A sync one runs inline, after a check
+    for cancellation and followed by a cancel-shielded schedule point, so its
+    result is never lost to a cancellation that arrives while it runs; it blocks
+    the run while it runs, so blocking I/O belongs in
+    ``trio.to_thread.run_sync``. A sync ``execute`` that returns a coroutine has
+    it awaited. Exceptions propagate unchanged (the agent turns them into
+    ``tool-error`` chunks).
+    """
+    if tool.is_async:
+        return await tool.execute(args, context)
+    await trio.lowlevel.checkpoint_if_cancelled()
+    result = tool.execute(args, context)
+    if inspect.iscoroutine(result):
+        return await result
+    await trio.lowlevel.cancel_shielded_checkpoint()
+    return result
+
+
+# --------------------------------------------------------------------------- #
+# ToolSet
+# --------------------------------------------------------------------------- #
+
+
+class ToolSet(Mapping[str, Tool]):
+    """The tools of an agent or a call: a read-only mapping name -> ``Tool``,
+    in the order given.
+
+    Built from a list of tools (names must be unique) or a dict. In a dict the
+    key is the name the model sees, as in Mastra's ``tools: {name: tool}``: a
+    tool whose own name differs is re-made under the key (``attrs.evolve``), so
+    ``toolset[key].name == key`` always holds.
+
+    Raises:
+        ConfigurationError: a value that is not a ``Tool``, a duplicate name, or
+            a key that is not a valid tool name.
+    """
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, tools: Iterable[Tool] | Mapping[str, Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        if isinstance(tools, Mapping):
+            for key, value in tools.items():
+                if not isinstance(key, str):
+                    raise ConfigurationError(
+                        f"tool names must be str, got the key {key!r}"
+                    )
+                self._tools[key] = self._renamed(_check_tool(value), key)
+            return
+        given: object = tools  # typed loosely: callers do pass a str by mistake
+        if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+            raise ConfigurationError(
+                f"tools must be a list of Tool or a dict name -> Tool, got {tools!r}"
+            )
+        for value in tools:
+            item = _check_tool(value)
+            if item.name in self._tools:
+                raise ConfigurationError(
+                    f"two tools are named {item.name!r}: {self._tools[item.name]!r} "
+                    f"and {item!r}; tool names must be unique"
+                )
+            self._tools[item.name] = item
+
+    @staticmethod
+    def _renamed(item: Tool, key: str) -> Tool:
+        if item.name == key:
+            return item
+        try:
+            return attrs.evolve(item, name=key)
+        except ConfigurationError as error:
+            raise ConfigurationError(
+                f"tools key {key!r} (for tool {item.name!r}) is not a valid tool "
+                f"name: {error}"
+            ) from None
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolSet({list(self._tools)!r})"
+
+    @classmethod
+    def of(cls, tools: ToolSet | Iterable[Tool] | Mapping[str, Tool]) -> ToolSet:
+        """``tools`` itself if it is a ``ToolSet`` (they are immutable), else a
+        new one built from it."""
+        return tools if isinstance(tools, ToolSet) else cls(tools)
+
+    def names(self, active: Sequence[str] | None = None) -> list[str]:
+        """The names of the tools on offer, in this set's order: all of them, or
+        those named in ``active`` (duplicates in ``active`` are ignored).
+
+        Raises:
+            ConfigurationError: ``active`` names a tool not in the set, or is a
+                str rather than a sequence of names.
+        """
+        if active is None:
+            return list(self._tools)
+        if isinstance(active, str):
+            raise ConfigurationError(
+                f"active tools must be a sequence of names, got the str {active!r}; "
+                f"did you mean [{active!r}]?"
+            )
+        unknown = [name for name in active if name not in self._tools]
+        if unknown:
+            raise ConfigurationError(
+                f"active tools {unknown!r} are not in the tool set "
+                f"(known: {list(self._tools)!r})"
+            )
+        wanted = set(active)
+        return [name for name in self._tools if name in wanted]
+
+    def definitions(self, active: Sequence[str] | None = None) -> list[ToolDefinition]:
+        """The definitions to offer the model, for the tools ``names(active)``
+        returns (a fresh schema copy each).
+
+        Raises:
+            ConfigurationError: as ``names`` does.
+        """
+        return [self._tools[name].definition() for name in self.names(active)]
+
+
+def _check_tool(value: object) -> Tool:
+    if not isinstance(value, Tool):
+        raise ConfigurationError(
+            f"expected a Tool (make one with Tool(...) or @tool), got {value!r}"
+        )
+    return value
