@@ -476,356 +476,272 @@ class StepRetryPayload:
 # --------------------------------------------------------------------------- #
 # Chunks
 # --------------------------------------------------------------------------- #
-# Each envelope class spells out its fields (rather than inheriting them) so the
-# attrs mypy plugin sees a precise ``payload`` type on every class.
+# Each chunk class declares only its ``type`` and its typed body (``payload`` or
+# ``object``), so the attrs mypy plugin sees a precise body type on every class;
+# the envelope fields come from ``_Envelope``.
+
+
+def _body_first(
+    cls: type, fields: list[attrs.Attribute[Any]]
+) -> list[attrs.Attribute[Any]]:
+    """``fields`` with the chunk's body (``payload`` or ``object``) before the
+    envelope fields it inherits from ``_Envelope``.
+
+    attrs lists inherited fields first; this keeps the field order, hence the
+    ``repr``, ``attrs.fields`` and ``attrs.astuple``, what they were when every
+    class spelled out its fields: ``TextDeltaChunk(payload=..., run_id=...)``.
+    """
+    # By name: attrs' ``Attribute.inherited`` is missing from its type stubs.
+    body = [f for f in fields if f.name not in _ENVELOPE_FIELDS]
+    return body + [f for f in fields if f.name in _ENVELOPE_FIELDS]
 
 
 @attrs.frozen(kw_only=True)
-class StartChunk:
+class _Envelope:
+    """The Mastra envelope around a chunk's body: the fields every chunk but
+    ``DataChunk`` has. Not a chunk itself (no ``type``, no body); subclasses
+    use ``field_transformer=_body_first``."""
+
+    type: ClassVar[str]
+    run_id: str | None = None
+    from_: ChunkFrom | None = "AGENT"
+    metadata: Any = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+_ENVELOPE_FIELDS: frozenset[str] = frozenset(f.name for f in attrs.fields(_Envelope))
+
+
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class StartChunk(_Envelope):
     """``start``: the run began."""
 
     type: ClassVar[str] = "start"
     payload: StartPayload = attrs.field(factory=StartPayload)
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class StepStartChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class StepStartChunk(_Envelope):
     """``step-start``: a model call (step) began."""
 
     type: ClassVar[str] = "step-start"
     payload: StepStartPayload = attrs.field(factory=StepStartPayload)
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ResponseMetadataChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ResponseMetadataChunk(_Envelope):
     """``response-metadata``: the provider's response id, model and time."""
 
     type: ClassVar[str] = "response-metadata"
     payload: ResponseMetadataPayload = attrs.field(factory=ResponseMetadataPayload)
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class TextStartChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class TextStartChunk(_Envelope):
     """``text-start``: a text block begins."""
 
     type: ClassVar[str] = "text-start"
     payload: TextStartPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class TextDeltaChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class TextDeltaChunk(_Envelope):
     """``text-delta``: a piece of the model's text (``chunk.payload.text``)."""
 
     type: ClassVar[str] = "text-delta"
     payload: TextDeltaPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class TextEndChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class TextEndChunk(_Envelope):
     """``text-end``: a text block is complete."""
 
     type: ClassVar[str] = "text-end"
     payload: TextEndPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ReasoningStartChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ReasoningStartChunk(_Envelope):
     """``reasoning-start``: a reasoning block begins."""
 
     type: ClassVar[str] = "reasoning-start"
     payload: ReasoningStartPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ReasoningDeltaChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ReasoningDeltaChunk(_Envelope):
     """``reasoning-delta``: a piece of the model's reasoning text."""
 
     type: ClassVar[str] = "reasoning-delta"
     payload: ReasoningDeltaPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ReasoningEndChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ReasoningEndChunk(_Envelope):
     """``reasoning-end``: a reasoning block is complete."""
 
     type: ClassVar[str] = "reasoning-end"
     payload: ReasoningEndPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ReasoningSignatureChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ReasoningSignatureChunk(_Envelope):
     """``reasoning-signature``: the provider's signature of a reasoning block."""
 
     type: ClassVar[str] = "reasoning-signature"
     payload: ReasoningSignaturePayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class RedactedReasoningChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class RedactedReasoningChunk(_Envelope):
     """``redacted-reasoning``: opaque reasoning data."""
 
     type: ClassVar[str] = "redacted-reasoning"
     payload: RedactedReasoningPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class SourceChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class SourceChunk(_Envelope):
     """``source``: a cited source."""
 
     type: ClassVar[str] = "source"
     payload: SourcePayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class FileChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class FileChunk(_Envelope):
     """``file``: a generated file."""
 
     type: ClassVar[str] = "file"
     payload: FilePayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ToolCallInputStreamingStartChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolCallInputStreamingStartChunk(_Envelope):
     """``tool-call-input-streaming-start``: a tool call's arguments begin."""
 
     type: ClassVar[str] = "tool-call-input-streaming-start"
     payload: ToolCallInputStreamingStartPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ToolCallDeltaChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolCallDeltaChunk(_Envelope):
     """``tool-call-delta``: a piece of a tool call's argument JSON."""
 
     type: ClassVar[str] = "tool-call-delta"
     payload: ToolCallDeltaPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ToolCallInputStreamingEndChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolCallInputStreamingEndChunk(_Envelope):
     """``tool-call-input-streaming-end``: a tool call's arguments are complete."""
 
     type: ClassVar[str] = "tool-call-input-streaming-end"
     payload: ToolCallInputStreamingEndPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ToolCallChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolCallChunk(_Envelope):
     """``tool-call``: the model calls a tool."""
 
     type: ClassVar[str] = "tool-call"
     payload: ToolCallPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ToolResultChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolResultChunk(_Envelope):
     """``tool-result``: a tool's result."""
 
     type: ClassVar[str] = "tool-result"
     payload: ToolResultPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ToolErrorChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolErrorChunk(_Envelope):
     """``tool-error``: a tool failed, or its arguments were invalid."""
 
     type: ClassVar[str] = "tool-error"
     payload: ToolErrorPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ToolOutputChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolOutputChunk(_Envelope):
     """``tool-output``: streamed output of a nested tool or agent."""
 
     type: ClassVar[str] = "tool-output"
     payload: ToolOutputPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class StepFinishChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class StepFinishChunk(_Envelope):
     """``step-finish``: a model step ended."""
 
     type: ClassVar[str] = "step-finish"
     payload: StepFinishPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class FinishChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class FinishChunk(_Envelope):
     """``finish``: the run ended normally."""
 
     type: ClassVar[str] = "finish"
     payload: FinishPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ErrorChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ErrorChunk(_Envelope):
     """``error``: the run failed."""
 
     type: ClassVar[str] = "error"
     payload: ErrorPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class AbortChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class AbortChunk(_Envelope):
     """``abort``: the caller cancelled the run (not a tripwire)."""
 
     type: ClassVar[str] = "abort"
     payload: AbortPayload = attrs.field(factory=AbortPayload)
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class RawChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class RawChunk(_Envelope):
     """``raw``: a provider's raw chunk (only with ``include_raw_chunks``)."""
 
     type: ClassVar[str] = "raw"
     payload: RawPayload = attrs.field(factory=RawPayload)
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class TripwireChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class TripwireChunk(_Envelope):
     """``tripwire``: a processor stopped the run; always the last chunk."""
 
     type: ClassVar[str] = "tripwire"
     payload: TripwirePayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class StepRetryChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class StepRetryChunk(_Envelope):
     """``step-retry``: the current step is retried; discard its output so far."""
 
     type: ClassVar[str] = "step-retry"
     payload: StepRetryPayload
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ObjectChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ObjectChunk(_Envelope):
     """``object``: a partial structured-output object (top-level, no payload)."""
 
     type: ClassVar[str] = "object"
     object: Any
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ObjectResultChunk:
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ObjectResultChunk(_Envelope):
     """``object-result``: the final structured-output object."""
 
     type: ClassVar[str] = "object-result"
     object: Any
-    run_id: str | None = None
-    from_: ChunkFrom | None = "AGENT"
-    metadata: Any = None
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 def _check_data_type(_instance: object, _attribute: object, value: Any) -> None:

@@ -16,6 +16,8 @@ from procession.chunks import (
     DataChunk,
     ErrorChunk,
     FinishChunk,
+    ObjectChunk,
+    ObjectResultChunk,
     StepFinishChunk,
     StepStartChunk,
     TextDeltaChunk,
@@ -119,6 +121,19 @@ def test_envelope_defaults() -> None:
     assert chunk.extra == {}
     assert chunk.payload.id == "text-1"
     assert chunk.payload.provider_metadata is None
+
+
+def test_every_envelope_chunk_lists_its_body_first() -> None:
+    # The envelope fields are inherited, which attrs would list first; reprs
+    # (printed in the README), attrs.fields and astuple keep the body first.
+    for cls in CHUNK_TYPES.values():
+        body = "object" if cls in (ObjectChunk, ObjectResultChunk) else "payload"
+        names = [f.name for f in attrs.fields(cls)]
+        assert names == [body, "run_id", "from_", "metadata", "extra"], cls
+    assert repr(abort(run_id="r")) == (
+        "AbortChunk(payload=AbortPayload(extra={}), run_id='r', from_='AGENT', "
+        "metadata=None, extra={})"
+    )
 
 
 def test_data_chunk_type_must_start_with_data() -> None:
