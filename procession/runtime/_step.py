@@ -38,6 +38,7 @@ from ..processors import (
     ProcessInputStepResult,
     ProcessionError,
     ProviderError,
+    ProviderStreamError,
     TripWire,
 )
 from ..processors._contract import (
@@ -462,7 +463,8 @@ def _system_text(message: Any) -> str | None:
 
 
 def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
-    """A ``ProviderError`` for an ``error`` chunk a model yielded. The body has
+    """A ``ProviderStreamError`` (an error event inside the model's stream) for an
+    ``error`` chunk a model yielded, unless it carries a ``ProviderError``. The body has
     the shape of a streamed error event (``{"type": "error", "error": ...}``) so
     error processors that match those (the OpenAI Responses matcher) see it."""
     error = chunk.payload.error
@@ -470,7 +472,7 @@ def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
         return error
     message = error.get("message") if isinstance(error, Mapping) else None
     code = error.get("code") if isinstance(error, Mapping) else None
-    return ProviderError(
+    return ProviderStreamError(
         str(message or error),
         body={"type": "error", "error": error},
         code=code if isinstance(code, str) else None,

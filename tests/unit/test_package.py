@@ -26,6 +26,7 @@ PUBLIC_MODULES = [
     "procession.processors.builtin",
     "procession.providers",
     "procession.runtime",
+    "procession.runtime.tools",
     "procession.testing",
     "procession.testing.fake_provider",
     "procession.testing.strategies",
