@@ -19,6 +19,7 @@ from procession.messages import (
     ToolInvocationPart,
 )
 from procession.processors import MessageList
+from procession.wire import parse_message, parse_system_message
 
 # ======================================================================== add
 
@@ -200,3 +201,25 @@ def test_add_system_rejects_bad_content_and_bad_types() -> None:
         MessageList().add_system({"role": "system", "content": 5})
     with pytest.raises(MessageFormatError, match="5 is not a system message"):
         MessageList().add_system([5])  # type: ignore[list-item]
+
+
+# ================================================================ the wire face
+
+
+def test_wire_parse_message_reads_the_shapes_without_a_message_list() -> None:
+    made = iter(["g1", "g2"])
+    message = parse_message("hi", generate_id=lambda: next(made))
+    assert isinstance(message, Message)
+    assert (message.id, message.role, message.text) == ("g1", "user", "hi")
+    stored = user("x", "u")
+    assert parse_message(stored, generate_id=lambda: next(made)) is stored
+    system = parse_message(
+        {"role": "system", "content": "rules"}, generate_id=lambda: next(made)
+    )
+    assert system == SystemMessage(content="rules")
+    assert next(made) == "g2"  # only the str needed an id
+    with pytest.raises(MessageFormatError, match="has role 'robot'"):
+        parse_message({"role": "robot", "content": "x"}, generate_id=lambda: "r")
+    assert parse_system_message("s") == SystemMessage(content="s")
+    with pytest.raises(MessageFormatError, match=r'Expected role "system"'):
+        parse_system_message({"role": "user", "content": "x"})
