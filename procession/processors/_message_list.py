@@ -16,36 +16,32 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal, NoReturn, TypeAlias, cast, get_args
+from typing import Any, Literal, TypeAlias, cast, get_args
 
 import attrs
 
-from .._errors import (
-    ConfigurationError,
-    MessageFormatError,
-    ProcessorContractError,
-    WireFormatError,
-)
+from .._errors import ConfigurationError, MessageFormatError
 from ..data import (
-    DataPart,
-    FilePart,
     Message,
-    MessageContent,
     PromptMessage,
     PromptSystemMessage,
     StepStartPart,
     SystemMessage,
-    TextPart,
-    ToolInvocation,
     ToolInvocationPart,
-    ToolInvocationState,
     joined_text,
     message_text,
     new_message_id,
     to_prompt_messages,
-    utc_now,
 )
-from ..wire import message_from_wire
+from ..wire import parse_message, parse_system_message
+from ._reconcile import (
+    merge,
+    reconcile,
+    short_repr,
+    should_merge,
+    tool_part_fields,
+    updated_tool_part,
+)
 
 __all__ = [
     "MessageInput",
@@ -73,11 +69,6 @@ SystemInput: TypeAlias = str | SystemMessage | Message | Mapping[str, Any]
 """What the system-message methods accept for one system message."""
 
 _SOURCES: frozenset[str] = frozenset(get_args(Source))
-_ROLES = ("user", "assistant", "system", "signal")
-_TOOL_STATES: frozenset[str] = frozenset(get_args(ToolInvocationState))
-_MERGE_STATES = frozenset(
-    {"approval-requested", "approval-responded", "output-denied", "output-error"}
-)
 _TICK = _dt.timedelta(microseconds=1)
 
 
@@ -205,7 +196,7 @@ class MessageList:
         """
         source = _check_source(source)
         for item in _iter_inputs(messages, what="add()"):
-            self._add_one(self._parse(item), source)
+            self._add_one(parse_message(item, generate_id=self._generate_id), source)
         return self
 
     def _add_one(self, message: Message | SystemMessage, source: Source) -> None:
@@ -213,7 +204,6 @@ class MessageList:
             if source != "memory":
                 self._add_system_one(message, None)
             return
-        _validate(message)
         if message.role == "system":
             if source != "memory":
                 self._add_system_one(SystemMessage(content=joined_text(message)), None)
@@ -234,8 +224,8 @@ class MessageList:
             return
         self._note_created(message)
         latest = self._messages[-1] if self._messages else None
-        if latest is not None and _should_merge(latest, message, source):
-            _merge(latest, message)
+        if latest is not None and should_merge(latest, message, source):
+            merge(latest, message)
             self._unsaved.add(latest.id)
             if source == "response":
                 # It now holds generated content, which must be saved with the run.
@@ -243,81 +233,6 @@ class MessageList:
             return
         self._messages.append(message)
         self._set_source(message, source)
-
-    def _parse(self, item: object) -> Message | SystemMessage:
-        if isinstance(item, Message | SystemMessage):
-            return item
-        if isinstance(item, str):
-            return Message(
-                id=self._generate_id(),
-                role="user",
-                content=MessageContent(parts=[TextPart(text=item)], content=item),
-            )
-        if isinstance(item, Mapping):
-            return self._parse_mapping(item)
-        raise MessageFormatError(
-            f"cannot add {_short(item)}: expected a str, a Message, a SystemMessage "
-            f"or a message dict"
-        )
-
-    def _parse_mapping(self, data: Mapping[str, Any]) -> Message | SystemMessage:
-        role = data.get("role")
-        if role not in _ROLES:
-            raise MessageFormatError(
-                f"message {_short(data)} has role {role!r}; expected one of "
-                f"{', '.join(map(repr, _ROLES))}"
-            )
-        if role == "system":
-            return _system_from_mapping(data)
-        content = data.get("content")
-        if isinstance(content, Mapping) or "parts" in data:
-            return self._from_db_shape(data)
-        if isinstance(content, str):
-            parts: list[Any] = [TextPart(text=content)] if content else []
-            text: str | None = content
-        elif isinstance(content, list):
-            parts = [_core_part(part, data) for part in content]
-            text = None
-        else:
-            raise MessageFormatError(
-                f"message {_short(data)} has no content or parts; expected "
-                f"'content' (a str, a list of text parts, or a Mastra content object "
-                f"with 'parts')"
-            )
-        return Message(
-            id=data.get("id") or self._generate_id(),
-            role=role,
-            content=MessageContent(parts=parts, content=text),
-        )
-
-    def _from_db_shape(self, data: Mapping[str, Any]) -> Message:
-        wire = dict(data)
-        if "parts" in wire and not isinstance(wire.get("content"), Mapping):
-            # AI SDK UI-message shape: parts at the top level.
-            parts = wire.pop("parts")
-            text = wire.pop("content", None)
-            wire["content"] = {"format": 2, "parts": parts}
-            if isinstance(text, str):
-                wire["content"]["content"] = text
-        content = wire["content"]
-        if not isinstance(content.get("parts"), list) and not isinstance(
-            content.get("content"), str
-        ):
-            raise MessageFormatError(
-                f"message {_short(data)} has no content or parts; expected "
-                f"content.parts (a list) or content.content (a str)"
-            )
-        if not wire.get("id"):
-            wire["id"] = self._generate_id()
-        if wire.get("createdAt") is None:
-            # Mastra's add() dates undated messages "now", so do we.
-            wire["createdAt"] = utc_now().isoformat()
-        try:
-            return message_from_wire(wire)
-        except WireFormatError as error:
-            raise MessageFormatError(
-                f"message {_short(data)} is not a valid Mastra message: {error}"
-            ) from error
 
     def _stamp(self, message: Message) -> None:
         if message.thread_id is None:
@@ -399,7 +314,7 @@ class MessageList:
         logger and returns ``False``. A malformed dict raises
         ``MessageFormatError``.
         """
-        fields = _tool_part_fields(part)
+        fields = tool_part_fields(part)
         call_id = fields["tool_call_id"]
         if not isinstance(call_id, str) or not call_id:
             _log.warning("updateToolInvocation: the part has no toolCallId: %r", part)
@@ -413,7 +328,7 @@ class MessageList:
                     isinstance(old, ToolInvocationPart)
                     and old.tool_invocation.tool_call_id == call_id
                 ):
-                    parts[index] = _updated_tool_part(old, part, fields)
+                    parts[index] = updated_tool_part(old, part, fields)
                     if metadata:
                         message.content.metadata = {
                             **(message.content.metadata or {}),
@@ -440,7 +355,8 @@ class MessageList:
         ``MessageFormatError``. All are checked before any is added.
         """
         parsed = [
-            _parse_system(item) for item in _iter_inputs(messages, what="add_system()")
+            parse_system_message(item)
+            for item in _iter_inputs(messages, what="add_system()")
         ]
         for message in parsed:
             self._add_system_one(message, tag)
@@ -484,7 +400,7 @@ class MessageList:
         ``snapshot_system_messages`` / ``restore_system_messages``. A non-system
         entry raises ``MessageFormatError`` and changes nothing."""
         parsed = [
-            _parse_system(item)
+            parse_system_message(item)
             for item in _iter_inputs(messages, what="replace_all_system_messages()")
         ]
         self._system = []
@@ -629,141 +545,15 @@ class MessageList:
         message, a malformed one, or an id returned twice raises
         ``ProcessorContractError`` naming ``processor_id`` and ``hook``.
         """
-
-        def fail(problem: str, cause: BaseException | None = None) -> NoReturn:
-            raise ProcessorContractError(processor_id, hook, problem) from cause
-
-        if isinstance(returned, str | Mapping | Message | SystemMessage) or not (
-            isinstance(returned, Iterable)
-        ):
-            fail(f"returned {_short(returned)}; expected a list of messages")
-        live = {m.id: m for m in self._messages}
-        conversation: list[Message] = []
-        systems: list[SystemMessage] = []
-        for index, entry in enumerate(returned):
-            if isinstance(entry, Message) and live.get(entry.id) is entry:
-                # A stored object: in-place edits are allowed, even odd ones.
-                conversation.append(entry)
-                continue
-            if isinstance(entry, SystemMessage):
-                systems.append(entry)
-                continue
-            if not isinstance(entry, Message | Mapping):
-                fail(
-                    f"returned {_short(entry)} at index {index}; expected a Message "
-                    f"(or a Mastra message dict)"
-                )
-            try:
-                message = self._parse(entry)
-                if isinstance(message, Message):
-                    _validate(message)
-            except MessageFormatError as error:
-                fail(f"returned a malformed message at index {index}: {error}", error)
-            if isinstance(message, SystemMessage):
-                systems.append(message)
-            elif message.role == "system":
-                systems.append(SystemMessage(content=joined_text(message)))
-            else:
-                conversation.append(message)
-        seen: set[str] = set()
-        for message in conversation:
-            if message.id in seen:
-                fail(
-                    f"returned two messages with the id {message.id!r}; each message "
-                    f"may appear once"
-                )
-            seen.add(message.id)
-        replacement: list[SystemMessage] | None = None
-        if system_messages is not None:
-            if isinstance(system_messages, str | Mapping):
-                fail(
-                    f"returned system_messages={_short(system_messages)}; expected a "
-                    f"list of system messages"
-                )
-            try:
-                replacement = [_parse_system(item) for item in system_messages]
-            except MessageFormatError as error:
-                fail(f"returned an invalid system message: {error}", error)
-
-        if replacement is not None:
-            self._system = []
-            for system in replacement:
-                self._add_system_one(system, None)
-        for system in systems:
-            self._add_system_one(system, None)
-        self._reconcile_conversation(conversation, scope, default_source)
-
-    def _reconcile_conversation(
-        self, returned: list[Message], scope: str, default_source: Source
-    ) -> None:
-        sources = self._sources
-        in_scope = [
-            m for m in self._messages if scope == "all" or sources[m.id] == scope
-        ]
-        if len(in_scope) == len(returned):
-            if all(a is b for a, b in zip(in_scope, returned, strict=True)):
-                return
-            if all(a.id == b.id for a, b in zip(in_scope, returned, strict=True)):
-                for message in returned:
-                    index = self._index(message.id)
-                    assert index is not None
-                    if self._messages[index] is not message:
-                        self._stamp(message)
-                        self._messages[index] = message
-                        self._set_source(message, sources[message.id])
-                return
-
-        scope_ids = {m.id for m in in_scope}
-        returned_ids = {m.id for m in returned}
-        kept: list[Message] = []
-        anchor: int | None = None
-        for message in self._messages:
-            if anchor is None and message.id in scope_ids:
-                anchor = len(kept)
-            if message.id not in scope_ids and message.id not in returned_ids:
-                kept.append(message)
-        if anchor is None:
-            anchor = len(kept)
-            if scope == "input":
-                # New input goes before this run's response, if there is one.
-                anchor = next(
-                    (i for i, m in enumerate(kept) if sources[m.id] == "response"),
-                    anchor,
-                )
-
-        live = {m.id: m for m in self._messages}
-        block: list[Message] = []
-        block_sources: dict[str, Source] = {}
-        changed: set[str] = set()
-        for message in returned:
-            stored = live.get(message.id)
-            source = sources.get(message.id, default_source)
-            if stored is None:
-                self._stamp(message)
-                if source == "response":
-                    self._make_monotonic(message)
-                if source != "memory":
-                    self._note_created(message)
-            if stored is not message:
-                changed.add(message.id)
-            previous = block[-1] if block else None
-            if previous is not None and _should_merge(previous, message, source):
-                _merge(previous, message)
-                changed.add(previous.id)
-                if source == "response":
-                    block_sources[previous.id] = "response"
-                continue
-            block.append(message)
-            block_sources[message.id] = source
-
-        self._messages = kept[:anchor] + block + kept[anchor:]
-        for gone in (scope_ids | returned_ids) - block_sources.keys():
-            sources.pop(gone, None)
-            self._unsaved.discard(gone)
-        for message_id, source in block_sources.items():
-            sources[message_id] = source
-            if source != "memory" and message_id in changed:
-                self._unsaved.add(message_id)
+        reconcile(
+            self,
+            returned,
+            scope=scope,
+            default_source=default_source,
+            system_messages=system_messages,
+            processor_id=processor_id,
+            hook=hook,
+        )
 
 
 # --------------------------------------------------------------------- helpers
@@ -787,297 +577,11 @@ def _iter_inputs(value: object, *, what: str) -> Iterator[Any]:
         yield from value
     else:
         raise MessageFormatError(
-            f"{what} got {_short(value)}; expected a message or an iterable of messages"
+            f"{what} got {short_repr(value)}; expected a message or an iterable of "
+            f"messages"
         )
-
-
-def _validate(message: Message) -> None:
-    if message.role not in _ROLES:
-        raise MessageFormatError(
-            f"message {message.id!r} has role {message.role!r}; expected one of "
-            f"{', '.join(map(repr, _ROLES))}"
-        )
-    content = message.content
-    if not isinstance(content, MessageContent):
-        raise MessageFormatError(
-            f"message {message.id!r} has content {_short(content)}; expected a "
-            f"MessageContent (content.parts is the source of truth)"
-        )
-    if not content.parts and not isinstance(content.content, str):
-        raise MessageFormatError(
-            f"message {message.id!r} ({message.role}) has no content: expected "
-            f"content.parts (a non-empty list) or content.content (a str)"
-        )
-
-
-def _system_from_mapping(data: Mapping[str, Any]) -> SystemMessage:
-    content = data.get("content")
-    if isinstance(content, list) and all(
-        isinstance(p, Mapping) and p.get("type") == "text" for p in content
-    ):
-        content = "\n".join(str(p.get("text", "")) for p in content)
-    if not isinstance(content, str):
-        raise MessageFormatError(
-            f"system message {_short(data)} has content {_short(content)}; expected "
-            f"a str (or a list of text parts)"
-        )
-    options = data.get("providerOptions", data.get("provider_options"))
-    return SystemMessage(content=content, provider_options=options)
-
-
-def _parse_system(item: object) -> SystemMessage:
-    if isinstance(item, SystemMessage):
-        return item
-    if isinstance(item, str):
-        return SystemMessage(content=item)
-    if isinstance(item, Message):
-        if item.role != "system":
-            raise MessageFormatError(
-                f'Expected role "system" but saw {item.role!r} for message '
-                f"{item.id!r}; add conversation messages with add()"
-            )
-        return SystemMessage(content=joined_text(item))
-    if isinstance(item, Mapping):
-        role = item.get("role")
-        if role != "system":
-            raise MessageFormatError(
-                f'Expected role "system" but saw {role!r} in {_short(item)}; add '
-                f"conversation messages with add()"
-            )
-        return _system_from_mapping(item)
-    raise MessageFormatError(
-        f"{_short(item)} is not a system message; expected a str, a SystemMessage "
-        f'or a {{"role": "system", "content": ...}} dict'
-    )
-
-
-def _core_part(part: object, message: Mapping[str, Any]) -> TextPart | FilePart:
-    if isinstance(part, Mapping):
-        kind = part.get("type")
-        if kind == "text" and isinstance(part.get("text"), str):
-            return TextPart(text=part["text"])
-        mime = part.get("mediaType", part.get("mimeType", part.get("mime_type")))
-        if (
-            kind == "file"
-            and isinstance(part.get("data"), str)
-            and isinstance(mime, str)
-        ):
-            return FilePart(
-                data=part["data"], mime_type=mime, filename=part.get("filename")
-            )
-    raise MessageFormatError(
-        f"message {_short(message)} has the content part {_short(part)}; a simple "
-        f'message dict takes {{"type": "text", "text": str}} or {{"type": "file", '
-        f'"data": str, "mediaType": str}} parts (use the Mastra DB shape for others)'
-    )
-
-
-def _pick(data: Mapping[str, Any], camel: str, snake: str) -> Any:
-    return data[camel] if camel in data else data.get(snake)
-
-
-_INVOCATION_KEYS = {
-    "state": "state",
-    "toolCallId": "tool_call_id",
-    "toolName": "tool_name",
-    "args": "args",
-    "result": "result",
-    "errorText": "error_text",
-    "rawInput": "raw_input",
-    "approval": "approval",
-}
-
-
-def _tool_part_fields(part: object) -> dict[str, Any]:
-    """The fields of a tool-invocation part given as an object or a dict."""
-    if isinstance(part, ToolInvocationPart):
-        return {"tool_call_id": part.tool_invocation.tool_call_id}
-    if not isinstance(part, Mapping):
-        raise MessageFormatError(
-            f"update_tool_invocation() got {_short(part)}; expected a "
-            f"ToolInvocationPart or a dict like {{'type': 'tool-invocation', "
-            f"'toolInvocation': {{'state': 'result', 'toolCallId': ..., ...}}}}"
-        )
-    if part.get("type", "tool-invocation") != "tool-invocation":
-        raise MessageFormatError(
-            f"update_tool_invocation() got a part of type {part.get('type')!r}; "
-            f"expected 'tool-invocation'"
-        )
-    invocation = _pick(part, "toolInvocation", "tool_invocation")
-    if not isinstance(invocation, Mapping):
-        raise MessageFormatError(
-            f"update_tool_invocation() got {_short(part)} without a 'toolInvocation' "
-            f"object; expected {{'type': 'tool-invocation', 'toolInvocation': "
-            f"{{'state', 'toolCallId', 'toolName', 'args', 'result'}}}}"
-        )
-    fields: dict[str, Any] = {"extra": {}}
-    snake_keys = set(_INVOCATION_KEYS.values())
-    for key, value in invocation.items():
-        if key in _INVOCATION_KEYS:
-            fields[_INVOCATION_KEYS[key]] = value
-        elif key in snake_keys:
-            fields.setdefault(key, value)
-        else:
-            fields["extra"][key] = value
-    state = fields.get("state")
-    if state not in _TOOL_STATES:
-        raise MessageFormatError(
-            f"update_tool_invocation() got the state {state!r}; expected one of "
-            f"{', '.join(sorted(map(repr, _TOOL_STATES)))}"
-        )
-    fields.setdefault("tool_call_id", None)
-    fields["part"] = {
-        "provider_metadata": _pick(part, "providerMetadata", "provider_metadata"),
-        "provider_executed": _pick(part, "providerExecuted", "provider_executed"),
-        "title": part.get("title"),
-        "preliminary": part.get("preliminary"),
-    }
-    return fields
-
-
-def _updated_tool_part(
-    old: ToolInvocationPart,
-    new: ToolInvocationPart | Mapping[str, Any],
-    fields: dict[str, Any],
-) -> ToolInvocationPart:
-    original = old.tool_invocation
-    if isinstance(new, ToolInvocationPart):
-        invocation = attrs.evolve(new.tool_invocation, args=original.args)
-        provider_metadata = new.provider_metadata
-        replacement = attrs.evolve(new, tool_invocation=invocation)
-    else:
-        invocation = ToolInvocation(
-            state=fields["state"],
-            tool_call_id=original.tool_call_id,
-            tool_name=fields.get("tool_name") or original.tool_name,
-            args=original.args,
-            result=fields.get("result"),
-            error_text=fields.get("error_text"),
-            raw_input=fields.get("raw_input"),
-            approval=fields.get("approval"),
-            extra=fields["extra"],
-        )
-        extra = fields["part"]
-        provider_metadata = extra["provider_metadata"]
-        replacement = ToolInvocationPart(
-            tool_invocation=invocation,
-            provider_executed=extra["provider_executed"],
-            title=extra["title"] if extra["title"] is not None else old.title,
-            preliminary=extra["preliminary"],
-            created_at=old.created_at,
-            visibility=old.visibility,
-        )
-    if replacement.provider_executed is None:
-        replacement.provider_executed = old.provider_executed
-    if old.provider_metadata or provider_metadata:
-        replacement.provider_metadata = {
-            **(old.provider_metadata or {}),
-            **(provider_metadata or {}),
-        }
-    if replacement.created_at is None:
-        replacement.created_at = old.created_at
-    return replacement
-
-
-def _should_merge(latest: Message, incoming: Message, source: str) -> bool:
-    """Mastra's rule for folding ``incoming`` into the message before it."""
-    if source == "memory" or latest.role != "assistant" or incoming.role != "assistant":
-        return False
-    if latest.thread_id != incoming.thread_id:
-        return False
-    mastra = (latest.content.metadata or {}).get("mastra")
-    if isinstance(mastra, Mapping) and (
-        mastra.get("sealed") or mastra.get("responseBoundary")
-    ):
-        return False
-    parts = latest.content.parts
-    # A message of data parts only is a separate event, not a turn to continue.
-    return not (parts and all(isinstance(p, DataPart) for p in parts))
-
-
-def _merge(latest: Message, incoming: Message) -> None:
-    """Fold ``incoming`` into ``latest`` (Mastra's ``MessageMerger``): a tool
-    result (or approval / error / denial) updates the matching call in place; other
-    parts are appended, with a ``step-start`` inserted before text that follows a
-    tool call (the text belongs to the next step)."""
-    target, added = latest.content, incoming.content
-    if added.metadata:
-        target.metadata = {**(target.metadata or {}), **added.metadata}
-    parts = target.parts
-    previous: object = None
-    for part in added.parts:
-        if isinstance(part, ToolInvocationPart):
-            call_id = part.tool_invocation.tool_call_id
-            existing = next(
-                (
-                    p
-                    for p in reversed(parts)
-                    if isinstance(p, ToolInvocationPart)
-                    and p.tool_invocation.tool_call_id == call_id
-                ),
-                None,
-            )
-            if existing is not None:
-                _merge_tool_part(existing, part)
-                previous = part
-                continue
-        if (
-            isinstance(part, TextPart)
-            and parts
-            and isinstance(parts[-1], ToolInvocationPart)
-            and not isinstance(previous, StepStartPart)
-        ):
-            model = next(
-                (p.model for p in reversed(parts) if isinstance(p, StepStartPart)), None
-            )
-            parts.append(StepStartPart(model=model))
-        parts.append(part)
-        previous = part
-    if added.content:
-        target.content = added.content
-
-
-def _merge_tool_part(existing: ToolInvocationPart, update: ToolInvocationPart) -> None:
-    old, new = existing.tool_invocation, update.tool_invocation
-    if new.state == "result":
-        existing.tool_invocation = attrs.evolve(
-            old, state="result", result=new.result, args=_merge_args(old.args, new.args)
-        )
-    elif new.state in _MERGE_STATES:
-        existing.tool_invocation = attrs.evolve(
-            old,
-            state=new.state,
-            approval=new.approval,
-            error_text=new.error_text,
-            raw_input=new.raw_input,
-            args=_merge_args(old.args, new.args),
-        )
-        if update.provider_executed is not None:
-            existing.provider_executed = update.provider_executed
-        if update.title is not None:
-            existing.title = update.title
-        if update.preliminary is not None:
-            existing.preliminary = update.preliminary
-    else:
-        return  # a repeated call adds nothing
-    if update.provider_metadata:
-        existing.provider_metadata = {
-            **(existing.provider_metadata or {}),
-            **update.provider_metadata,
-        }
-
-
-def _merge_args(old: Any, new: Any) -> Any:
-    if isinstance(old, dict) and isinstance(new, dict):
-        return {**old, **new}
-    return old if new is None else new
 
 
 def _aware(moment: _dt.datetime) -> _dt.datetime:
     # Naive datetimes from callers are taken as UTC, so comparisons never fail.
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.UTC)
-
-
-def _short(value: object, limit: int = 160) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

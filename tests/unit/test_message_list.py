@@ -1,23 +1,27 @@
-"""MessageList: adding, sources, merging, system buckets, views, tool results,
-reconciliation of hook return values, and the provider prompt."""
+"""MessageList as a store: adding, sources, merging, system buckets, views,
+tool results, conveniences, and the provider prompt."""
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
 import logging
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from procession import (
-    ConfigurationError,
-    MessageFormatError,
-    ProcessorContractError,
+from message_list_helpers import (
+    assistant,
+    at,
+    by_id,
+    conversation,
+    ids,
+    sources,
+    tool,
+    user,
 )
+
+from procession import ConfigurationError, MessageFormatError
 from procession.messages import (
     DataPart,
     FilePart,
@@ -30,7 +34,6 @@ from procession.messages import (
     StepStartPart,
     SystemMessage,
     TextPart,
-    ToolInvocation,
     ToolInvocationPart,
     UnknownPart,
 )
@@ -47,67 +50,6 @@ from procession.processors import (
     PromptUserMessage,
     to_prompt_messages,
 )
-
-T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-
-
-def at(seconds: int) -> dt.datetime:
-    return T0 + dt.timedelta(seconds=seconds)
-
-
-def user(text: str, id: str, **kw: Any) -> Message:
-    return Message.user(text, id=id, **kw)
-
-
-def assistant(*parts: Any, id: str, **kw: Any) -> Message:
-    built = [TextPart(text=p) if isinstance(p, str) else p for p in parts]
-    return Message(role="assistant", id=id, content=MessageContent(parts=built), **kw)
-
-
-def tool(
-    call_id: str,
-    state: str = "call",
-    result: Any = None,
-    *,
-    args: Any = None,
-    name: str = "lookup-customer",
-    **kw: Any,
-) -> ToolInvocationPart:
-    return ToolInvocationPart(
-        tool_invocation=ToolInvocation(
-            state=state,  # type: ignore[arg-type]  # a helper typed str for brevity; callers pass valid states
-            tool_call_id=call_id,
-            tool_name=name,
-            args={"id": 7} if args is None else args,
-            result=result,
-        ),
-        **kw,
-    )
-
-
-def by_id(ml: MessageList, message_id: str) -> Message:
-    message = ml.get_by_id(message_id)
-    assert message is not None, message_id
-    return message
-
-
-def ids(ml: MessageList) -> list[str]:
-    return [m.id for m in ml.get.all.db()]
-
-
-def sources(ml: MessageList) -> list[str | None]:
-    return [ml.get_source(m) for m in ml.get.all.db()]
-
-
-def conversation() -> MessageList:
-    """memory: m1 (user), m2 (assistant); input: u1; response: r1."""
-    ml = MessageList(thread_id="t")
-    ml.add([user("old q", "m1", created_at=at(1))], "memory")
-    ml.add(assistant("old a", id="m2", created_at=at(2)), "memory")
-    ml.add(user("new q", "u1", created_at=at(10)), "input")
-    ml.add(assistant("new a", id="r1", created_at=at(11)), "response")
-    return ml
-
 
 # ======================================================================== add
 
@@ -137,100 +79,6 @@ def test_add_message_object_is_stored_not_copied() -> None:
     assert ml.get.all.db()[0] is message
 
 
-def test_add_simple_core_dicts() -> None:
-    ml = MessageList()
-    ml.add({"role": "user", "content": "plain", "id": "a"}, "input")
-    ml.add(
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "look"},
-                {"type": "file", "data": "aGk=", "mediaType": "image/png"},
-            ],
-        },
-        "input",
-    )
-    first, second = ml.get.all.db()
-    assert first.id == "a"
-    assert first.text == "plain"
-    assert first.content.content == "plain"
-    assert second.content.parts == [
-        TextPart(text="look"),
-        FilePart(data="aGk=", mime_type="image/png"),
-    ]
-
-
-def test_add_core_dict_with_empty_string_content_is_allowed() -> None:
-    ml = MessageList().add({"role": "assistant", "content": ""}, "response")
-    assert ml.get.all.db()[0].content.content == ""
-    assert ml.get.all.db()[0].content.parts == []
-
-
-def test_add_mastra_db_shape_dict() -> None:
-    ml = MessageList(thread_id="t")
-    ml.add(
-        {
-            "id": "db1",
-            "role": "assistant",
-            "createdAt": "2024-01-01T00:00:00.000Z",
-            "content": {
-                "format": 2,
-                "parts": [
-                    {"type": "text", "text": "hi"},
-                    {
-                        "type": "tool-invocation",
-                        "toolInvocation": {
-                            "state": "result",
-                            "toolCallId": "c1",
-                            "toolName": "t",
-                            "args": {},
-                            "result": 1,
-                        },
-                    },
-                ],
-            },
-        },
-        "memory",
-    )
-    [message] = ml.get.all.db()
-    assert message.id == "db1"
-    assert message.thread_id == "t"
-    assert isinstance(message.content.parts[1], ToolInvocationPart)
-    assert message.content.parts[1].tool_invocation.result == 1
-    assert ml.get_source("db1") == "memory"
-
-
-def test_add_ui_shape_dict_with_top_level_parts() -> None:
-    ml = MessageList()
-    ml.add(
-        {"id": "ui1", "role": "user", "parts": [{"type": "text", "text": "hey"}]},
-        "input",
-    )
-    assert ml.get.all.db()[0].text == "hey"
-
-
-def test_add_iterables_and_generators() -> None:
-    ml = MessageList()
-    ml.add(["a", user("b", "b")], "input")
-    ml.add((text for text in ["c"]), "input")
-    assert [m.text for m in ml] == ["a", "b", "c"]
-
-
-def test_add_system_role_goes_to_the_untagged_bucket() -> None:
-    ml = MessageList()
-    ml.add({"role": "system", "content": "rules"}, "input")
-    ml.add(SystemMessage(content="more"), "input")
-    ml.add(
-        Message(role="system", content=MessageContent(content="from message")), "input"
-    )
-    assert len(ml) == 0
-    assert [s.content for s in ml.get_system_messages()] == [
-        "rules",
-        "more",
-        "from message",
-    ]
-
-
 def test_add_system_from_memory_is_ignored() -> None:
     ml = MessageList()
     ml.add([{"role": "system", "content": "old rules"}, "q"], "memory")
@@ -243,56 +91,9 @@ def test_add_legacy_source_alias_user_means_input() -> None:
     assert sources(ml) == ["input"]
 
 
-@pytest.mark.parametrize(
-    ("bad", "match"),
-    [
-        (Message(role="user", content=MessageContent()), r"'empty'.*has no content"),
-        ({"role": "user"}, r"has no content or parts"),
-        ({"role": "user", "content": 3}, r"has no content or parts"),
-        ({"role": "robot", "content": "x"}, r"has role 'robot'; expected one of"),
-        ({"content": "x"}, r"has role None"),
-        (Message(role="robot", content=MessageContent(content="x")), "role 'robot'"),  # type: ignore[arg-type]  # the bad value under test
-        ([42], r"cannot add 42: expected a str, a Message"),
-        (
-            {"role": "user", "content": [{"type": "image", "image": "u"}]},
-            r"content part .*'image'.* takes",
-        ),
-        (
-            {"role": "user", "content": {"format": 2, "parts": "nope"}},
-            r"has no content or parts; expected content.parts",
-        ),
-    ],
-)
-def test_add_rejects_malformed_messages(bad: Any, match: str) -> None:
-    if isinstance(bad, Message):
-        bad.id = "empty" if bad.role == "user" else bad.id
-    ml = MessageList()
-    with pytest.raises(MessageFormatError, match=match):
-        ml.add(bad, "input")
-    assert len(ml) == 0
-
-
-def test_add_rejects_a_non_iterable() -> None:
-    with pytest.raises(MessageFormatError, match=r"add\(\) got 3.14"):
-        MessageList().add(3.14, "input")  # type: ignore[arg-type]  # the bad value under test
-
-
 def test_add_rejects_an_unknown_source() -> None:
     with pytest.raises(ConfigurationError, match="unknown message source 'output'"):
         MessageList().add("x", "output")  # type: ignore[arg-type]  # the bad value under test
-
-
-def test_add_wraps_wire_errors_in_message_format_error() -> None:
-    with pytest.raises(MessageFormatError, match="not a valid Mastra message"):
-        MessageList().add(
-            {
-                "id": "x",
-                "role": "user",
-                "createdAt": "not a date",
-                "content": {"format": 2, "parts": [{"type": "text", "text": "t"}]},
-            },
-            "input",
-        )
 
 
 def test_memory_duplicates_are_deduplicated() -> None:
@@ -516,41 +317,6 @@ def test_view_repr_names_the_view() -> None:
 
 
 # ============================================================= system messages
-
-
-def test_add_system_accepts_each_shape_and_dedupes_per_tag() -> None:
-    ml = MessageList()
-    assert ml.add_system("a") is ml
-    ml.add_system([SystemMessage(content="b"), {"role": "system", "content": "a"}])
-    ml.add_system({"role": "system", "content": [{"type": "text", "text": "c"}]})
-    ml.add_system(Message(role="system", content=MessageContent(content="d")))
-    ml.add_system("a", tag="memory")
-    ml.add_system("a", tag="memory")
-    assert [s.content for s in ml.get_system_messages()] == ["a", "b", "c", "d"]
-    assert [s.content for s in ml.get_system_messages("memory")] == ["a"]
-    assert ml.get_system_messages("nope") == []
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        {"role": "user", "content": "x"},
-        Message.user("x"),
-        [SystemMessage(content="ok"), {"role": "assistant", "content": "x"}],
-    ],
-)
-def test_add_system_rejects_other_roles_and_adds_nothing(bad: Any) -> None:
-    ml = MessageList()
-    with pytest.raises(MessageFormatError, match=r'Expected role "system" but saw'):
-        ml.add_system(bad)
-    assert ml.get_all_system_messages() == []
-
-
-def test_add_system_rejects_bad_content_and_bad_types() -> None:
-    with pytest.raises(MessageFormatError, match="has content 5; expected a str"):
-        MessageList().add_system({"role": "system", "content": 5})
-    with pytest.raises(MessageFormatError, match="5 is not a system message"):
-        MessageList().add_system([5])  # type: ignore[list-item]
 
 
 def test_all_and_tagged_system_messages_and_clearing() -> None:
@@ -842,215 +608,6 @@ def test_drain_unsaved_messages_returns_new_input_and_response_once() -> None:
     assert [m.id for m in ml.drain_unsaved_messages()] == ["r1"]
 
 
-# ============================================================== reconciliation
-
-
-def test_reconcile_same_objects_is_a_no_op() -> None:
-    ml = conversation()
-    ml.drain_unsaved_messages()
-    before = ml.get.all.db()
-    ml.reconcile(ml.get.input.db(), scope="input", default_source="input")
-    ml.reconcile(ml.get.all.db(), scope="all", default_source="response")
-    ml.reconcile(ml.get.response.db(), scope="response", default_source="response")
-    after = ml.get.all.db()
-    assert all(a is b for a, b in zip(before, after, strict=True))
-    assert ml.drain_unsaved_messages() == []
-
-
-def test_reconcile_same_objects_with_interleaved_sources_keeps_positions() -> None:
-    ml = MessageList()
-    ml.add("q1", "input")
-    ml.add(assistant("a1", id="r1"), "response")
-    ml.add(user("q2", "u2"), "input")
-    order = ids(ml)
-    ml.reconcile(ml.get.input.db(), scope="input", default_source="input")
-    assert ids(ml) == order
-
-
-def test_reconcile_removes_missing_scope_messages_only() -> None:
-    ml = conversation()
-    ml.reconcile([], scope="input", default_source="input")
-    assert ids(ml) == ["m1", "m2", "r1"]
-    ml.reconcile([], scope="response", default_source="response")
-    assert ids(ml) == ["m1", "m2"]
-
-
-def test_reconcile_new_objects_with_same_ids_replace_in_place() -> None:
-    # The seed's LowercaseProcessor returns rebuilt messages with the same ids.
-    ml = MessageList()
-    ml.add("HELLO", "input")
-    ml.add(assistant("A", id="r1"), "response")
-    ml.add(user("WORLD", "u2"), "input")
-    ml.drain_unsaved_messages()
-    returned = [
-        attrs.evolve(
-            m,
-            content=attrs.evolve(
-                m.content,
-                parts=[
-                    attrs.evolve(p, text=p.text.lower())
-                    for p in m.content.parts
-                    if isinstance(p, TextPart)
-                ],
-            ),
-        )
-        for m in ml.get.input.db()
-    ]
-    ml.reconcile(returned, scope="input", default_source="input")
-    assert [m.text for m in ml] == ["hello", "A", "world"]
-    assert ml.get.all.db()[0] is returned[0]
-    assert sources(ml) == ["input", "response", "input"]
-    assert [m.id for m in ml.drain_unsaved_messages()] == [m.id for m in returned]
-
-
-def test_reconcile_takes_the_returned_order_and_keeps_sources() -> None:
-    ml = conversation()
-    m1, _m2, u1, _r1 = ml.get.all.db()
-    new = user("added", "n1")
-    ml.reconcile([u1, new, m1], scope="all", default_source="input")
-    assert ids(ml) == ["u1", "n1", "m1"]
-    assert sources(ml) == ["input", "input", "memory"]
-    assert new.thread_id == "t"
-
-
-def test_reconcile_places_the_block_where_the_scope_was() -> None:
-    ml = conversation()
-    u1 = ml.get_by_id("u1")
-    assert u1 is not None
-    ml.reconcile([u1, user("extra", "u2")], scope="input", default_source="input")
-    assert ids(ml) == ["m1", "m2", "u1", "u2", "r1"]
-    ml.reconcile([], scope="input", default_source="input")
-    ml.reconcile([user("back", "u3")], scope="input", default_source="input")
-    assert ids(ml) == ["m1", "m2", "u3", "r1"]
-
-
-def test_reconcile_default_source_for_new_ids() -> None:
-    ml = conversation()
-    ml.reconcile(
-        [*ml.get.response.db(), assistant("b", id="r2")],
-        scope="response",
-        default_source="response",
-    )
-    # consecutive assistant messages merge, as in Mastra's output-result pass
-    assert ids(ml) == ["m1", "m2", "u1", "r1"]
-    parts = by_id(ml, "r1").content.parts
-    assert [p.text for p in parts if isinstance(p, TextPart)] == ["new a", "b"]
-
-
-def test_reconcile_merges_returned_assistant_messages_into_one() -> None:
-    ml = MessageList()
-    ml.add("q", "input")
-    ml.reconcile(
-        [assistant("x", id="a"), assistant("y", id="b"), assistant("z", id="c")],
-        scope="response",
-        default_source="response",
-    )
-    [reply] = ml.get.response.db()
-    assert (reply.id, reply.text) == ("a", "xyz")
-
-
-def test_reconcile_system_entries_become_untagged_system_messages() -> None:
-    ml = conversation()
-    u1 = ml.get_by_id("u1")
-    ml.reconcile(
-        [
-            u1,  # type: ignore[list-item]
-            {"role": "system", "content": "from dict"},
-            SystemMessage(content="object"),
-            Message(
-                role="system",
-                content=MessageContent(parts=[TextPart(text="a"), TextPart(text="b")]),
-            ),
-            Message(
-                role="system",
-                content=MessageContent(parts=[TextPart(text="p")], content="legacy"),
-            ),
-        ],
-        scope="input",
-        default_source="input",
-    )
-    assert [s.content for s in ml.get_system_messages()] == [
-        "from dict",
-        "object",
-        "a\nb",
-        "legacy",
-    ]
-    assert ids(ml) == ["m1", "m2", "u1", "r1"]
-
-
-def test_reconcile_system_messages_replace_untagged_and_keep_tagged() -> None:
-    ml = conversation().add_system("old").add_system("mem", tag="memory")
-    ml.reconcile(
-        ml.get.input.db(),
-        scope="input",
-        default_source="input",
-        system_messages=["new", SystemMessage(content="newer")],
-    )
-    assert [s.content for s in ml.get_system_messages()] == ["new", "newer"]
-    assert [s.content for s in ml.get_system_messages("memory")] == ["mem"]
-
-
-def test_reconcile_accepts_message_dicts() -> None:
-    ml = conversation()
-    ml.reconcile(
-        [{"role": "user", "content": "typed", "id": "u1"}],
-        scope="input",
-        default_source="input",
-    )
-    assert by_id(ml, "u1").text == "typed"
-    assert ids(ml) == ["m1", "m2", "u1", "r1"]
-
-
-def test_reconcile_keeps_odd_in_place_edits_of_stored_objects() -> None:
-    ml = conversation()
-    u1 = ml.get_by_id("u1")
-    assert u1 is not None
-    u1.content.parts.clear()  # a processor emptied it in place: allowed
-    ml.reconcile([u1], scope="input", default_source="input")
-    assert ml.get_by_id("u1") is u1
-
-
-@pytest.mark.parametrize(
-    ("returned", "system", "match"),
-    [
-        (Message.user("x"), None, r"returned Message\(.*expected a list of messages"),
-        ("text", None, r"returned 'text'; expected a list"),
-        ([42], None, r"returned 42 at index 0; expected a Message"),
-        ([{"role": "user"}], None, r"malformed message at index 0: .*no content"),
-        (
-            [Message(role="user", id="e", content=MessageContent())],
-            None,
-            r"malformed message at index 0: message 'e'",
-        ),
-        (
-            [Message.user("a", id="d"), Message.user("b", id="d")],
-            None,
-            r"two messages with the id 'd'",
-        ),
-        ([], [{"role": "user", "content": "x"}], r"invalid system message: Expected"),
-        ([], "just text", r"system_messages='just text'; expected a list"),
-    ],
-)
-def test_reconcile_rejects_contract_violations_without_changing_anything(
-    returned: Any, system: Any, match: str
-) -> None:
-    ml = conversation().add_system("keep")
-    before = ml.get.all.db()
-    with pytest.raises(ProcessorContractError, match=match) as info:
-        ml.reconcile(
-            returned,
-            scope="input",
-            default_source="input",
-            system_messages=system,
-            processor_id="p1",
-            hook="process_input",
-        )
-    assert str(info.value).startswith("processor 'p1': process_input returned")
-    assert info.value.processor_id == "p1"
-    assert ml.get.all.db() == before
-    assert [s.content for s in ml.get_system_messages()] == ["keep"]
-
-
 # ===================================================================== prompts
 
 
@@ -1232,67 +789,3 @@ def test_to_prompt_messages_does_not_modify_its_input() -> None:
     snapshot.content.parts = list(message.content.parts)
     to_prompt_messages([message])
     assert message == snapshot
-
-
-# ========================================================= properties (Hypothesis)
-
-_SOURCE_LIST = st.lists(st.sampled_from(["memory", "input", "response"]), max_size=8)
-
-
-def _user_rows(kinds: list[str]) -> MessageList:
-    ml = MessageList()
-    for index, kind in enumerate(kinds):
-        ml.add(user(f"t{index}", f"m{index}", created_at=at(index)), kind)  # type: ignore[arg-type]  # parametrized source, typed str
-    return ml
-
-
-@given(kinds=_SOURCE_LIST, data=st.data())
-def test_reconcile_all_takes_exactly_the_returned_order(
-    kinds: list[str], data: st.DataObject
-) -> None:
-    ml = _user_rows(kinds)
-    stored = ml.get.all.db()
-    new = [user(f"n{i}", f"n{i}") for i in range(data.draw(st.integers(0, 3)))]
-    chosen = data.draw(st.permutations(stored + new))
-    chosen = chosen[: data.draw(st.integers(0, len(chosen)))]
-    ml.reconcile(chosen, scope="all", default_source="response")
-    assert ids(ml) == [m.id for m in chosen]
-    for message in chosen:
-        expected = (
-            "response" if message.id.startswith("n") else kinds[int(message.id[1:])]
-        )
-        assert ml.get_source(message) == expected
-
-
-@given(kinds=_SOURCE_LIST, scope=st.sampled_from(["input", "all", "response"]))
-def test_reconcile_with_the_view_itself_never_changes_anything(
-    kinds: list[str], scope: str
-) -> None:
-    ml = _user_rows(kinds)
-    before = ml.get.all.db()
-    view = {"input": ml.get.input, "all": ml.get.all, "response": ml.get.response}
-    ml.reconcile(
-        view[scope].db(),
-        scope=scope,  # type: ignore[arg-type]  # parametrized scope, typed str
-        default_source="input",
-    )
-    after = ml.get.all.db()
-    assert len(before) == len(after)
-    assert all(a is b for a, b in zip(before, after, strict=True))
-
-
-@given(kinds=_SOURCE_LIST, data=st.data())
-def test_reconcile_scope_leaves_other_sources_in_place(
-    kinds: list[str], data: st.DataObject
-) -> None:
-    ml = _user_rows(kinds)
-    scope: Literal["input", "response"] = data.draw(
-        st.sampled_from(["input", "response"])
-    )
-    others = [m.id for m in ml if ml.get_source(m) != scope]
-    in_scope = [m for m in ml if ml.get_source(m) == scope]
-    kept = data.draw(st.permutations(in_scope))
-    kept = kept[: data.draw(st.integers(0, len(kept)))]
-    ml.reconcile(kept, scope=scope, default_source=scope)
-    assert [m.id for m in ml if ml.get_source(m) != scope] == others
-    assert [m.id for m in ml if ml.get_source(m) == scope] == [m.id for m in kept]
