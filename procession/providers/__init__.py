@@ -21,8 +21,8 @@ its kinds (``ProviderStatusError`` and its ``RateLimitError`` /
 from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ..models import register_provider as _register
 from ._anthropic import AnthropicModel as AnthropicModel
-from ._openai import OpenAIChatModel as OpenAIChatModel
-from ._openai import OpenAIResponsesModel as OpenAIResponsesModel
+from ._openai_chat import OpenAIChatModel as OpenAIChatModel
+from ._openai_responses import OpenAIResponsesModel as OpenAIResponsesModel
 
 __all__ = [
     "AnthropicModel",
