@@ -9,72 +9,39 @@ above import them from here.
 from ._chunks import CHUNK_CLASSES as CHUNK_CLASSES
 from ._chunks import CHUNK_TYPES as CHUNK_TYPES
 from ._chunks import AbortChunk as AbortChunk
-from ._chunks import AbortPayload as AbortPayload
 from ._chunks import Chunk as Chunk
 from ._chunks import ChunkFrom as ChunkFrom
 from ._chunks import DataChunk as DataChunk
 from ._chunks import ErrorChunk as ErrorChunk
-from ._chunks import ErrorPayload as ErrorPayload
 from ._chunks import FileChunk as FileChunk
-from ._chunks import FilePayload as FilePayload
 from ._chunks import FinishChunk as FinishChunk
-from ._chunks import FinishPayload as FinishPayload
 from ._chunks import ObjectChunk as ObjectChunk
 from ._chunks import ObjectResultChunk as ObjectResultChunk
 from ._chunks import RawChunk as RawChunk
-from ._chunks import RawPayload as RawPayload
 from ._chunks import ReasoningDeltaChunk as ReasoningDeltaChunk
-from ._chunks import ReasoningDeltaPayload as ReasoningDeltaPayload
 from ._chunks import ReasoningEndChunk as ReasoningEndChunk
-from ._chunks import ReasoningEndPayload as ReasoningEndPayload
 from ._chunks import ReasoningSignatureChunk as ReasoningSignatureChunk
-from ._chunks import ReasoningSignaturePayload as ReasoningSignaturePayload
 from ._chunks import ReasoningStartChunk as ReasoningStartChunk
-from ._chunks import ReasoningStartPayload as ReasoningStartPayload
 from ._chunks import RedactedReasoningChunk as RedactedReasoningChunk
-from ._chunks import RedactedReasoningPayload as RedactedReasoningPayload
 from ._chunks import ResponseMetadataChunk as ResponseMetadataChunk
-from ._chunks import ResponseMetadataPayload as ResponseMetadataPayload
 from ._chunks import SourceChunk as SourceChunk
-from ._chunks import SourcePayload as SourcePayload
 from ._chunks import StartChunk as StartChunk
-from ._chunks import StartPayload as StartPayload
 from ._chunks import StepFinishChunk as StepFinishChunk
-from ._chunks import StepFinishPayload as StepFinishPayload
-from ._chunks import StepOutput as StepOutput
-from ._chunks import StepResultInfo as StepResultInfo
 from ._chunks import StepRetryChunk as StepRetryChunk
-from ._chunks import StepRetryPayload as StepRetryPayload
 from ._chunks import StepStartChunk as StepStartChunk
-from ._chunks import StepStartPayload as StepStartPayload
 from ._chunks import TextDeltaChunk as TextDeltaChunk
-from ._chunks import TextDeltaPayload as TextDeltaPayload
 from ._chunks import TextEndChunk as TextEndChunk
-from ._chunks import TextEndPayload as TextEndPayload
 from ._chunks import TextStartChunk as TextStartChunk
-from ._chunks import TextStartPayload as TextStartPayload
 from ._chunks import ToolCallChunk as ToolCallChunk
 from ._chunks import ToolCallDeltaChunk as ToolCallDeltaChunk
-from ._chunks import ToolCallDeltaPayload as ToolCallDeltaPayload
 from ._chunks import ToolCallInputStreamingEndChunk as ToolCallInputStreamingEndChunk
-from ._chunks import (
-    ToolCallInputStreamingEndPayload as ToolCallInputStreamingEndPayload,
-)
 from ._chunks import (
     ToolCallInputStreamingStartChunk as ToolCallInputStreamingStartChunk,
 )
-from ._chunks import (
-    ToolCallInputStreamingStartPayload as ToolCallInputStreamingStartPayload,
-)
-from ._chunks import ToolCallPayload as ToolCallPayload
 from ._chunks import ToolErrorChunk as ToolErrorChunk
-from ._chunks import ToolErrorPayload as ToolErrorPayload
 from ._chunks import ToolOutputChunk as ToolOutputChunk
-from ._chunks import ToolOutputPayload as ToolOutputPayload
 from ._chunks import ToolResultChunk as ToolResultChunk
-from ._chunks import ToolResultPayload as ToolResultPayload
 from ._chunks import TripwireChunk as TripwireChunk
-from ._chunks import TripwirePayload as TripwirePayload
 from ._chunks import abort as abort
 from ._chunks import data as data
 from ._chunks import error as error
@@ -110,6 +77,39 @@ from ._messages import UnknownPart as UnknownPart
 from ._messages import message_text as message_text
 from ._messages import new_message_id as new_message_id
 from ._messages import utc_now as utc_now
+from ._payloads import AbortPayload as AbortPayload
+from ._payloads import ErrorPayload as ErrorPayload
+from ._payloads import FilePayload as FilePayload
+from ._payloads import FinishPayload as FinishPayload
+from ._payloads import RawPayload as RawPayload
+from ._payloads import ReasoningDeltaPayload as ReasoningDeltaPayload
+from ._payloads import ReasoningEndPayload as ReasoningEndPayload
+from ._payloads import ReasoningSignaturePayload as ReasoningSignaturePayload
+from ._payloads import ReasoningStartPayload as ReasoningStartPayload
+from ._payloads import RedactedReasoningPayload as RedactedReasoningPayload
+from ._payloads import ResponseMetadataPayload as ResponseMetadataPayload
+from ._payloads import SourcePayload as SourcePayload
+from ._payloads import StartPayload as StartPayload
+from ._payloads import StepFinishPayload as StepFinishPayload
+from ._payloads import StepOutput as StepOutput
+from ._payloads import StepResultInfo as StepResultInfo
+from ._payloads import StepRetryPayload as StepRetryPayload
+from ._payloads import StepStartPayload as StepStartPayload
+from ._payloads import TextDeltaPayload as TextDeltaPayload
+from ._payloads import TextEndPayload as TextEndPayload
+from ._payloads import TextStartPayload as TextStartPayload
+from ._payloads import ToolCallDeltaPayload as ToolCallDeltaPayload
+from ._payloads import (
+    ToolCallInputStreamingEndPayload as ToolCallInputStreamingEndPayload,
+)
+from ._payloads import (
+    ToolCallInputStreamingStartPayload as ToolCallInputStreamingStartPayload,
+)
+from ._payloads import ToolCallPayload as ToolCallPayload
+from ._payloads import ToolErrorPayload as ToolErrorPayload
+from ._payloads import ToolOutputPayload as ToolOutputPayload
+from ._payloads import ToolResultPayload as ToolResultPayload
+from ._payloads import TripwirePayload as TripwirePayload
 from ._prompt import Prompt as Prompt
 from ._prompt import PromptAssistantMessage as PromptAssistantMessage
 from ._prompt import PromptAssistantPart as PromptAssistantPart

@@ -41,7 +41,7 @@ from procession.chunks import (
     tool_result,
     tripwire,
 )
-from procession.data import _chunks
+from procession.data import _chunks, _payloads
 
 # The chunk types the issue list names (data-* aside).
 EXPECTED_TYPES = {
@@ -213,6 +213,12 @@ def test_tripwire_error_abort_constructors() -> None:
 def test_facade_all_is_sorted_and_complete() -> None:
     names = procession.chunks.__all__
     assert names == sorted(names)
-    assert set(names) == {*_chunks.__all__, "Usage", "to_wire", "from_wire"}
+    assert set(names) == {
+        *_chunks.__all__,
+        *_payloads.__all__,
+        "Usage",
+        "to_wire",
+        "from_wire",
+    }
     for name in names:
         assert hasattr(procession.chunks, name), name
