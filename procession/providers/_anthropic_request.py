@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._errors import ConfigurationError, MessageFormatError
 from ..data import (
@@ -22,9 +22,6 @@ from ..data import (
 )
 from ..models import ModelRequest, ToolChoice, ToolDefinition
 from ._json import as_dict, dumps, parse_args
-
-if TYPE_CHECKING:
-    pass
 
 __all__: list[str] = []  # used by _anthropic
 
