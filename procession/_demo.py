@@ -395,7 +395,8 @@ async def run_demo(
     model: LanguageModel | None = None,
 ) -> list[AgentResult]:
     """Run the demo; write it to ``out`` (stdout by default). Returns the two
-    conversations' results."""
+    conversations' results. Checkpoints throughout (the scripted model's
+    delays sleep on trio's clock); cancellation propagates."""
     out = out or sys.stdout
     style = _Style(_use_colour(colour, out))
     if mode not in ("fused", "actors"):

@@ -190,14 +190,17 @@ class AnthropicModel:
         return f"AnthropicModel({self._model_id!r})"
 
     async def aclose(self) -> None:
-        """Close the SDK client if this model built it (its connection pool)."""
+        """Close the SDK client if this model built it (its connection pool).
+        Checkpoints if there is a client to close; cancellation propagates."""
         if self._owns_client:
             await self._client.close()
 
     async def __aenter__(self) -> AnthropicModel:
+        """The model itself (no checkpoint); leaving the block closes it."""
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        """``aclose()``: checkpoints like it."""
         await self.aclose()
 
     def stream(self, request: ModelRequest) -> ProviderCall:

@@ -140,14 +140,17 @@ class _OpenAIModel(abc.ABC):
         return f"{type(self).__name__}({self._model_id!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this model built it."""
+        """Close the HTTP client if this model built it. Checkpoints if there is
+        a client to close; cancellation propagates."""
         if self._owns_client:
             await self._http.aclose()
 
     async def __aenter__(self) -> Self:
+        """The model itself (no checkpoint); leaving the block closes it."""
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        """``aclose()``: checkpoints like it."""
         await self.aclose()
 
     def stream(self, request: ModelRequest) -> ProviderCall:

@@ -170,6 +170,10 @@ class ProviderResponse(abc.ABC):
         return self
 
     async def __anext__(self) -> Chunk:
+        """The next chunk. Checkpoints when it has to read from the connection;
+        chunks already decoded from an earlier read come without one. A
+        cancelled read propagates ``Cancelled`` and loses nothing already
+        decoded; a failure is a ``ProviderError`` (never an SDK exception)."""
         if self._closed:
             raise trio.ClosedResourceError(
                 f"this {self.provider} response was iterated after its 'async with' "
@@ -273,6 +277,9 @@ class ProviderCall(AbstractAsyncContextManager[ProviderResponse]):
         self._response: ProviderResponse | None = None
 
     async def __aenter__(self) -> ProviderResponse:
+        """Send the request and wait for the response headers (``ProviderError``
+        if the call is rejected or the connection fails). Checkpoints;
+        cancellation propagates and nothing is left open."""
         if self._entered:
             raise RuntimeError(
                 "a model.stream(...) context can be entered only once; call "
@@ -288,6 +295,8 @@ class ProviderCall(AbstractAsyncContextManager[ProviderResponse]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Close the HTTP response (``aclose``: shielded, bounded, never
+        raising), even in a cancelled scope."""
         if self._response is not None:
             await self._response.aclose()
 

@@ -217,3 +217,49 @@ def test_readme_agent_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert lines[-2] == "Your order A-1 has shipped. stop 1"
     assert lines[-1] == "other block-secrets"
+
+
+# Coroutines whose checkpoint behaviour is not API: the demo's own example
+# processors and tool (shown to users as examples, documented in prose there).
+CHECKPOINT_DOC_EXEMPT = {
+    "_demo.py:lookup_order",
+    "_demo.py:process_output_stream",
+    "_demo.py:process_output_step",
+    "_demo.py:process_tool_result",
+}
+_ASYNC_PROTOCOL = {"__anext__", "__aenter__", "__aexit__"}
+
+
+def _public_coroutines() -> list[tuple[str, ast.AsyncFunctionDef]]:
+    """Every public ``async def`` of the package (module level or in a public
+    class; async iterator and context manager methods count as public)."""
+    found: list[tuple[str, ast.AsyncFunctionDef]] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        scopes: list[tuple[ast.AST, bool]] = [(tree, True)]
+        while scopes:
+            scope, public = scopes.pop()
+            for node in ast.iter_child_nodes(scope):
+                if isinstance(node, ast.ClassDef):
+                    scopes.append((node, public and not node.name.startswith("_")))
+                elif (
+                    isinstance(node, ast.AsyncFunctionDef)
+                    and public
+                    and (not node.name.startswith("_") or node.name in _ASYNC_PROTOCOL)
+                ):
+                    found.append((f"{path.relative_to(PACKAGE)}:{node.name}", node))
+    return found
+
+
+def test_every_public_coroutine_says_how_it_checkpoints() -> None:
+    """As trio's do: each public coroutine's docstring says whether it
+    checkpoints and what cancellation does."""
+    coroutines = _public_coroutines()
+    assert len(coroutines) > 30  # the walk really finds them
+    silent = sorted(
+        where
+        for where, node in coroutines
+        if where not in CHECKPOINT_DOC_EXEMPT
+        and not re.search(r"checkpoint|cancel", ast.get_docstring(node) or "", re.I)
+    )
+    assert silent == []

@@ -602,7 +602,10 @@ class StreamErrorRetryProcessor(Processor):
     async def process_api_error(
         self, args: ProcessAPIErrorArgs
     ) -> ProcessAPIErrorResult | None:
-        """Retry ``args.error`` if it is transient and the budget allows it."""
+        """Retry ``args.error`` if it is transient and the budget allows it.
+        Waits the retry delay on trio's clock (checkpointing, unless the delay
+        is zero); the wait ends early when the run's abort signal fires, and a
+        cancellation of the run propagates."""
         error = args.error
         policy = self._policy(error)
         if policy is None:
