@@ -22,7 +22,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
 )
-# A long hunt, by hand: HYPOTHESIS_PROFILE=thorough pytest tests/property
+# A long hunt, by hand: HYPOTHESIS_PROFILE=thorough pytest tests/actors tests/wire
 settings.register_profile("thorough", max_examples=3000, deadline=None)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")

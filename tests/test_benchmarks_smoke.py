@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 
 SCRIPT = (
-    pathlib.Path(__file__).resolve().parents[2]
+    pathlib.Path(__file__).resolve().parents[1]
     / "benchmarks"
     / "pipeline_throughput.py"
 )

@@ -1,6 +1,6 @@
 """The output-stream pipeline, one behaviour at a time, in every execution mode.
 
-The property test (tests/property/test_pipeline_equivalence.py) checks that the
+The property test (tests/actors/test_pipeline_equivalence.py) checks that the
 modes agree with the sequential reference; these tests pin down what the
 reference itself promises (SPEC §2.1, 2.2, 2.6, 2.10) plus what only a pipeline
 has: cancellation, task cleanup, checkpoints, overlap, serialised actors.
