@@ -308,7 +308,8 @@ class ProcessOutputStepArgs(HookArgs):
 @attrs.define(kw_only=True, slots=True)
 class ProcessToolResultArgs(HookArgs):
     """``process_tool_result``: one tool returned ``result``. Replace it with
-    ``message_list.update_tool_invocation(...)``."""
+    ``message_list.update_tool_invocation(...)``; assigning ``args.result`` (or
+    mutating it) changes nothing the model or the client sees."""
 
     messages: list[Message]
     message_list: MessageList
@@ -545,7 +546,29 @@ def read_llm_request_result(
     )
 
 
+_TOOL_RESULT_HINT: Final = (
+    "; to change the tool's result, call "
+    "args.message_list.update_tool_invocation(...) and return None"
+)
+
+
 def read_message_result(
+    value: object, processor_id: str, hook: str, message_list: MessageList
+) -> ProcessInputResult | None:
+    """``_read_message_result``; a ``process_tool_result`` that returned something
+    else than messages is told how to change a tool's result instead."""
+    try:
+        return _read_message_result(value, processor_id, hook, message_list)
+    except ProcessorContractError as error:
+        if hook != "process_tool_result":
+            raise
+        problem = str(error).split(f"{hook} ", 1)[1]
+        raise ProcessorContractError(
+            processor_id, hook, problem + _TOOL_RESULT_HINT
+        ) from None
+
+
+def _read_message_result(
     value: object, processor_id: str, hook: str, message_list: MessageList
 ) -> ProcessInputResult | None:
     """Normalise what a message hook (``process_input``, ``process_output_step``,
@@ -622,14 +645,16 @@ def tripwire_in(group: BaseExceptionGroup[Any]) -> TripWire | None:
 
 def on_error_outcome(
     policy: OnError, processor_id: str, hook: str, error: Exception, *, passing: str
-) -> TripWire | ProcessorError | None:
+) -> TripWire | ProcessorError | ProcessorContractError | None:
     """What a hook's plain exception means under its processor's ``on_error``:
     the one home of the failure policy, for every lane.
 
     Returns None for ``"pass"`` (logged; the caller carries on as if the hook
     changed nothing, which ``passing`` describes for the log), a ``TripWire``
-    attributed to the processor for ``"block"``, and for ``"raise"`` the
-    ``ProcessorError`` the run fails with. The original is ``__cause__``.
+    attributed to the processor for ``"block"``, and for ``"raise"`` the error
+    the run fails with: a ``ProcessorError`` whose ``__cause__`` is the
+    original, or the ``ProcessorContractError`` itself when the hook broke the
+    contract (it already names the processor and the hook).
     """
     if policy == "pass":
         logger.warning(
@@ -647,6 +672,11 @@ def on_error_outcome(
         )
         tripwire.__cause__ = error
         return tripwire
+    if isinstance(error, ProcessorContractError):
+        # Already names the processor and the hook: the run fails with it as
+        # it is, as it does when a hook between the stream's chunks breaks the
+        # contract (never a ProcessorError around it, its message doubled).
+        return error
     failed = ProcessorError(processor_id, hook, error)
     failed.__cause__ = error
     return failed

@@ -10,7 +10,7 @@ end and supervisor, ``_result`` the result, built from the run's one outcome
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Never, TypeAlias
 
@@ -231,9 +231,10 @@ class Agent:
             message_list.add_system(SystemMessage(content=text))
         if isinstance(messages, str | Mapping | Message):
             messages = [messages]
-        if messages is None or isinstance(messages, bytes):
+        if not isinstance(messages, Iterable) or isinstance(messages, bytes):
             raise ConfigurationError(
-                f"messages must be a str, a message, or a list of them, got "
+                f"messages must be a str, a message (a Message or a "
+                f"{{'role': ..., 'content': ...}} dict), or a list of them, got "
                 f"{messages!r}"
             )
         message_list.add(messages, "input")

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from .._errors import ProcessorError, TripWire
+from .._errors import ProcessorContractError, ProcessorError, TripWire
 from ..actors import PipelineDriver, PipelineOutcome
 from ..actors._markers import Barrier, NewAttempt
 from ..data import (
@@ -228,6 +228,8 @@ class _Run:
         if spec.on_error == "block":
             tripwire = TripWire(f"{spec.id} failed: {exc}", processor_id=spec.id)
             raise _End(tripwire, None, spec)
+        if isinstance(exc, ProcessorContractError):
+            raise _End(None, exc, spec)  # it names the processor and hook itself
         raise _End(None, ProcessorError(spec.id, "process_output_stream", exc), spec)
 
 

@@ -592,11 +592,14 @@ async def test_a_hook_returning_garbage_is_a_contract_error_under_its_policy(
     )
     if policy == "raise":
         assert texts(chunks) == ["a", "error"]
+        # One style for every lane: the contract error itself, not wrapped in
+        # a ProcessorError that repeats its message (issue 16).
         failure = chunks[-1].payload.error
-        assert isinstance(failure, ProcessorError)
-        assert isinstance(failure.__cause__, ProcessorContractError)
-        assert "'sloppy'" in str(failure.__cause__)
-        assert repr(garbage) in str(failure.__cause__)
+        assert isinstance(failure, ProcessorContractError)
+        assert not isinstance(failure, ProcessorError)
+        assert "'sloppy'" in str(failure)
+        assert "process_output_stream" in str(failure)
+        assert repr(garbage) in str(failure)
     elif policy == "pass":
         assert texts(chunks) == ["a", "b", "c"]
         [record] = caplog.records

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import trio
 
-from procession import Agent, ConfigurationError, Processor
+from procession import Agent, ConfigurationError, Processor, ProcessorContractError
 from procession.actors import RunControl
 from procession.chunks import AbortChunk, TripwireChunk
 from procession.data import RunOutcome
 from procession.runtime import USE_AGENT_DEFAULT
-from procession.testing import ScriptedModel
+from procession.testing import ScriptedModel, tool_call_turn
 
 
 class TripOnText(Processor):
@@ -123,3 +123,70 @@ async def test_the_first_conclusion_wins() -> None:
     assert control.conclude_stream_end(completed=True, finish_reason="stop") is first
     assert seen == [first]
     assert control.ended
+
+
+class BadStreamResult(Processor):
+    id = "bad-stream"
+
+    def process_output_stream(self, args: Any) -> Any:
+        return 42
+
+
+class BadInputResult(Processor):
+    id = "bad-input"
+
+    def process_input(self, args: Any) -> Any:
+        return 42
+
+
+class ReturnsToolResult(Processor):
+    id = "returns-result"
+
+    def process_tool_result(self, args: Any) -> Any:
+        return {"redacted": True}
+
+
+@pytest.mark.parametrize(
+    ("lane", "processor", "hook"),
+    [
+        ("output_processors", BadStreamResult(), "process_output_stream"),
+        ("input_processors", BadInputResult(), "process_input"),
+    ],
+)
+async def test_a_broken_contract_fails_the_same_way_in_every_lane(
+    lane: str, processor: Processor, hook: str
+) -> None:
+    """The run's error is the ProcessorContractError itself, naming the
+    processor and the hook once (issue 16: not wrapped in a ProcessorError
+    that repeats it, in one lane but not another)."""
+    lanes: dict[str, Any] = {lane: [processor]}
+    agent = Agent(id="a", model=ScriptedModel(["hi"]), **lanes)
+    result = await agent.generate("hi")
+    assert type(result.error) is ProcessorContractError
+    message = str(result.error)
+    assert message.count(repr(processor.id)) == 1
+    assert hook in message
+    assert "returned 42" in message
+
+
+async def test_returning_a_tool_result_points_to_update_tool_invocation() -> None:
+    from procession import tool as make_tool
+
+    @make_tool
+    def echo(args: dict[str, Any], ctx: Any) -> str:
+        """Echo."""
+        return "x"
+
+    model = ScriptedModel([tool_call_turn("echo", {}), "done"])
+    agent = Agent(
+        id="a", model=model, tools=[echo], output_processors=[ReturnsToolResult()]
+    )
+    result = await agent.generate("hi")
+    assert isinstance(result.error, ProcessorContractError)
+    assert "update_tool_invocation" in str(result.error)
+
+
+def test_messages_of_the_wrong_type_are_named_in_the_users_words() -> None:
+    agent = Agent(id="a", model=ScriptedModel(["hi"]))
+    with pytest.raises(ConfigurationError, match=r"messages must be a str.*got 42$"):
+        agent.generate(42).close()  # (raises before a coroutine exists)
