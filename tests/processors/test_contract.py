@@ -753,3 +753,22 @@ async def test_call_hook_with_an_async_callable_object() -> None:
     """An object with ``async def __call__`` is awaited as an async hook."""
     hook = AsyncCallable()
     assert await call_hook(hook, is_async_hook(hook), make_args()) == "called"
+
+
+def test_the_typed_hook_stubs_exist_for_type_checkers_only() -> None:
+    """``Processor`` declares every hook for editors (under TYPE_CHECKING); at
+    run time a subclass has only the hooks it defines, so registration puts it
+    only in the lanes it asked for."""
+    from procession.processors import HOOK_NAMES, register_processors
+
+    for hook in HOOK_NAMES:
+        assert not hasattr(Processor, hook), hook
+
+    class OnlyInput(Processor):
+        id = "only-input"
+
+        def process_input(self, args: Any) -> None:
+            return None
+
+    (spec,) = register_processors(input=[OnlyInput()]).input
+    assert set(spec.hooks) == {"process_input"}
