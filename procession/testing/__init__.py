@@ -5,11 +5,27 @@
   records every request.
 * ``run_sequential``: the sequential reference runner, the executable meaning of
   the pipeline's equivalence guarantee.
+* ``assert_split_invariant`` / ``assert_modes_agree``: ready-made checks that a
+  processor gives one verdict and one output however its text is split, and the
+  same client output in every execution mode as ``run_sequential``.
+* ``fail_at`` / ``stall`` / ``drip``: fault injection on a scripted turn (an
+  error at chunk k, a stall, a slow drip), on trio's clock.
+* ``collect_stream``: run an agent, keep its chunks and its result.
+* The pytest plugin (loaded by the ``pytest11`` entry point ``procession``):
+  ``async def`` tests under trio on an autojump clock, and fixtures; see
+  ``procession.testing._pytest_plugin``.
 * ``procession.testing.strategies``: Hypothesis strategies for chunks, chunk
   streams, messages and text splits (needs the ``testing`` extra).
 """
 
 from .._faces import fixup_module_metadata as _fixup_module_metadata
+from ._checks import assert_modes_agree as assert_modes_agree
+from ._checks import assert_split_invariant as assert_split_invariant
+from ._collect import CollectedRun as CollectedRun
+from ._collect import collect_stream as collect_stream
+from ._faults import drip as drip
+from ._faults import fail_at as fail_at
+from ._faults import stall as stall
 from ._reference import SequentialRun as SequentialRun
 from ._reference import run_sequential as run_sequential
 from ._script import Delay as Delay
@@ -25,6 +41,7 @@ from ._scripted import ScriptedResponse as ScriptedResponse
 
 __all__ = [
     "CallLog",
+    "CollectedRun",
     "Delay",
     "RecordedCall",
     "ScriptError",
@@ -32,8 +49,14 @@ __all__ = [
     "ScriptedModel",
     "ScriptedResponse",
     "SequentialRun",
+    "assert_modes_agree",
+    "assert_split_invariant",
+    "collect_stream",
+    "drip",
+    "fail_at",
     "reasoning_turn",
     "run_sequential",
+    "stall",
     "text_turn",
     "tool_call_turn",
 ]
