@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -293,51 +295,10 @@ def test_fake_provider_without_h11_says_what_to_install(
 def test_a_users_processor_test_file_runs_with_pytest_alone(
     pytester: pytest.Pytester,
 ) -> None:
-    """The whole kit from a user's side: fixtures, the checks, a fault."""
-    pytester.makepyfile(
-        test_redactor="""
-        import re
-
-        from procession import Agent, Processor, ProviderError
-        from procession.chunks import TextDeltaChunk, text_delta
-        from procession.testing import (
-            assert_modes_agree,
-            assert_split_invariant,
-            fail_at,
-            text_turn,
-        )
-
-        class Redactor(Processor):
-            id = "redactor"
-
-            def process_output_stream(self, args):
-                part = args.part
-                if isinstance(part, TextDeltaChunk):
-                    args.state["text"] = args.state.get("text", "") + part.payload.text
-                    return None
-                if part.type == "text-end":
-                    text = re.sub(r"\\S+@\\S+", "[email]", args.state.pop("text", ""))
-                    return [text_delta(text), part]
-                return part
-
-        async def test_an_agent_run(scripted_model, collect_stream):
-            model = scripted_model(["write to a@b.com today"])
-            agent = Agent(id="support", model=model, output_processors=[Redactor()])
-            run = await collect_stream(agent, "hi")
-            assert run.text == "write to [email] today"
-            assert run.result.finish_reason == "stop"
-
-        async def test_a_broken_stream(scripted_model, collect_stream):
-            error = ProviderError("connection reset")
-            model = scripted_model([fail_at(text_turn("a b c"), 2, error)])
-            run = await collect_stream(Agent(id="a", model=model), "hi")
-            assert run.result.finish_reason == "error"
-
-        def test_any_split():
-            assert_split_invariant([Redactor()], "mail a@b.com now", max_examples=20)
-
-        def test_every_mode():
-            assert_modes_agree([Redactor()], text_turn("mail a@b.com now"))
-        """
-    )
+    """The whole kit from a user's side: fixtures, the checks, a fault. The file
+    is the README's "Testing your own processors" example, run as written."""
+    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.DOTALL)
+    [user_file] = [b for b in blocks if "assert_split_invariant(" in b]
+    pytester.makepyfile(test_redactor=user_file)
     run(pytester).assert_outcomes(passed=4)
