@@ -23,7 +23,15 @@ from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
 import attrs
-from hypothesis import strategies as st
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # (a test imports it in a subprocess without hypothesis)
+    raise ImportError(
+        "procession.testing.strategies needs hypothesis, which is not installed: "
+        'pip install "procession[testing]"',
+        name="hypothesis",
+    ) from None
 
 from .. import data as c
 from .. import data as m

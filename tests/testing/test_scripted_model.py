@@ -595,3 +595,23 @@ async def test_builders_compose_into_one_streamed_turn() -> None:
     assert fin is not None
     assert fin.finish_reason == "tool-calls"
     assert fin.usage == Usage(input_tokens=1, output_tokens=2, total_tokens=3)
+
+
+def test_strategies_without_hypothesis_say_what_to_install() -> None:
+    """A user without the testing extra is told what to install, not shown a bare
+    'No module named hypothesis' from deep inside."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['hypothesis'] = None\n"
+        "import procession.testing.strategies\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert (
+        "procession.testing.strategies needs hypothesis, which is not installed: "
+        'pip install "procession[testing]"' in done.stderr
+    )
