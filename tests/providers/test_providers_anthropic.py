@@ -56,7 +56,7 @@ from procession.testing.fake_provider import (
     Fault,
     HttpError,
     Stream,
-    Usage,
+    TokenCounts,
     open_fake_provider,
 )
 
@@ -155,7 +155,11 @@ async def test_text_stream_chunks_finish_and_request() -> None:
     with trio.fail_after(TIMEOUT):
         async with (
             open_fake_provider(
-                [Stream.text("Hel", "lo", usage=Usage(25, 6, cached_input_tokens=3))]
+                [
+                    Stream.text(
+                        "Hel", "lo", usage=TokenCounts(25, 6, cached_input_tokens=3)
+                    )
+                ]
             ) as server,
             anthropic_model(server.base_url) as model,
         ):
@@ -469,7 +473,11 @@ async def test_agent_usage_comes_from_the_provider() -> None:
     with trio.fail_after(TIMEOUT):
         async with (
             open_fake_provider(
-                [Stream.text("ok", usage=Usage(input_tokens=120, output_tokens=7))]
+                [
+                    Stream.text(
+                        "ok", usage=TokenCounts(input_tokens=120, output_tokens=7)
+                    )
+                ]
             ) as server,
             anthropic_model(server.base_url) as model,
         ):

@@ -44,7 +44,7 @@ from procession.testing.fake_provider import (
     Fault,
     HttpError,
     Stream,
-    Usage,
+    TokenCounts,
     open_fake_provider,
 )
 
@@ -124,7 +124,7 @@ def texts(chunks: list[Chunk]) -> list[str]:
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_text_usage_and_finish(kind: type[OpenAIModel]) -> None:
-    script = [Stream.text("Hel", "lo", usage=Usage(30, 4, cached_input_tokens=8))]
+    script = [Stream.text("Hel", "lo", usage=TokenCounts(30, 4, cached_input_tokens=8))]
     with trio.fail_after(TIMEOUT):
         async with serve(kind, script) as (server, model):
             chunks, finish = await collect(model)

@@ -24,8 +24,8 @@ from procession.testing.fake_provider import (
     HttpError,
     RecordedRequest,
     Stream,
+    TokenCounts,
     Turn,
-    Usage,
     anthropic_events,
     chat_events,
     open_fake_provider,
@@ -107,7 +107,7 @@ async def test_text_stream_through_create_and_the_recorded_request() -> None:
     with trio.fail_after(LIMIT):
         async with (
             open_fake_provider(
-                [Stream.text("Hel", "lo", usage=Usage(25, 6))]
+                [Stream.text("Hel", "lo", usage=TokenCounts(25, 6))]
             ) as server,
             sdk(server) as client,
         ):
@@ -782,3 +782,15 @@ def test_the_facade_exports_are_sorted_and_complete() -> None:
         n for n in vars(fake_provider) if n.isidentifier() and not n.startswith("_")
     }
     assert public - {"annotations"} == set(exported)
+
+
+def test_the_old_usage_name_is_a_warning_alias_of_token_counts() -> None:
+    """``Usage`` (the name until 0.1) still works for one release, warns, and
+    is the same class as ``TokenCounts``; it is not ``procession.chunks.Usage``."""
+    with pytest.warns(DeprecationWarning, match=r"Usage is renamed TokenCounts"):
+        old = fake_provider.Usage
+    assert old is TokenCounts
+    assert "Usage" not in fake_provider.__all__
+    assert TokenCounts.__module__ == "procession.testing.fake_provider"
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = fake_provider.Nope
