@@ -615,3 +615,21 @@ def test_strategies_without_hypothesis_say_what_to_install() -> None:
         "procession.testing.strategies needs hypothesis, which is not installed: "
         'pip install "procession[testing]"' in done.stderr
     )
+
+
+def test_the_fake_provider_without_h11_says_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['h11'] = None\n"
+        "import procession.testing.fake_provider\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert (
+        "procession.testing.fake_provider needs h11, which is not installed: "
+        'pip install "procession[testing]"' in done.stderr
+    )

@@ -37,7 +37,15 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
-import h11
+
+try:
+    import h11
+except ImportError:  # (a test imports it in a subprocess without h11)
+    raise ImportError(
+        "procession.testing.fake_provider needs h11, which is not installed: "
+        'pip install "procession[testing]"',
+        name="h11",
+    ) from None
 import trio
 
 from ..._errors import ProcessionError
