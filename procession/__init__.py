@@ -36,6 +36,7 @@ from ._errors import TripWire as TripWire
 from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
 from ._errors import WireFormatError as WireFormatError
 from ._faces import fixup_module_metadata as _fixup_module_metadata
+from ._version import version as _version
 from .messages import Message as Message
 from .messages import SystemMessage as SystemMessage
 from .messages import message_text as message_text
@@ -81,3 +82,6 @@ __all__ = [
 ]
 
 _fixup_module_metadata(__name__, globals(), force=True)
+
+__version__: str = _version()
+"""The installed distribution's version (PEP 396 style)."""

@@ -18,8 +18,10 @@ chunk, which the renderer shows inline.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import shutil
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +31,7 @@ import attrs
 import trio
 
 from ._errors import ConfigurationError
+from ._version import version
 from .chunks import (
     DataChunk,
     StepRetryChunk,
@@ -56,8 +59,6 @@ from .testing import Delay, ScriptedModel, tool_call_turn
 
 __all__ = ["demo_agent", "demo_model", "run_demo"]
 
-DEMO_CLAUDE = "anthropic/claude-sonnet-4-5"
-"""The model the demo uses when ``ANTHROPIC_API_KEY`` is set."""
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 _INJECTION = re.compile(r"ignore (all )?(previous|prior) instructions", re.IGNORECASE)
@@ -308,6 +309,43 @@ class _Style:
         return self("35", text)
 
 
+class _Wrap:
+    """Wraps streamed text at word boundaries to the terminal's width (a delta
+    may end mid-word: the column carries over between deltas)."""
+
+    def __init__(self, width: int | None) -> None:
+        self.width = max(width, 20) if width is not None else None
+        self.column = 0
+        self.indent = 0
+
+    def start(self, indent: int) -> None:
+        self.column = self.indent = indent
+
+    def fit(self, text: str) -> str:
+        if self.width is None:
+            return text
+        out: list[str] = []
+        for piece in re.split(r"(\s+)", text):
+            if not piece:
+                continue
+            if piece.isspace():
+                if "\n" in piece:
+                    self.column = 0
+                else:
+                    self.column += len(piece)
+                out.append(piece)
+                continue
+            if self.column + len(piece) > self.width and self.column > self.indent:
+                # Break before the word: drop the space that led to it.
+                while out and out[-1].isspace() and "\n" not in out[-1]:
+                    out.pop()
+                out.append("\n" + " " * self.indent)
+                self.column = self.indent
+            out.append(piece)
+            self.column += len(piece)
+        return "".join(out)
+
+
 def _use_colour(choice: str, out: TextIO) -> bool:
     if choice == "always":
         return True
@@ -322,11 +360,12 @@ async def _converse(
     style: _Style,
     out: TextIO,
     events: Counter[str],
-    **options: Any,
+    width: int | None,
 ) -> AgentResult:
     out.write(style.bold(f"\nuser › {question}\n"))
     in_text = False
     held: list[str] = []  # processor events that arrive mid-sentence
+    wrap = _Wrap(width)
 
     def newline() -> None:
         nonlocal in_text
@@ -337,14 +376,15 @@ async def _converse(
             out.write(line)
         held.clear()
 
-    async with agent.stream(question, **options) as stream:
+    async with agent.stream(question) as stream:
         async for chunk in stream:
             match chunk:
                 case TextDeltaChunk():
                     if not in_text:
                         out.write(style.green("agent › "))
                         in_text = True
-                    out.write(chunk.payload.text)
+                        wrap.start(len("agent › "))
+                    out.write(wrap.fit(chunk.payload.text))
                 case StepStartChunk() | TextEndChunk():
                     newline()
                 case ToolCallChunk():
@@ -360,7 +400,7 @@ async def _converse(
                     retry = chunk.payload
                     out.write(
                         style.yellow(
-                            f"  ↺ step {retry.step_number} retried "
+                            f"  ↺ step {retry.step_number + 1} retried "
                             f"(retry {retry.retry_count}): {retry.reason}\n"
                         )
                     )
@@ -393,21 +433,32 @@ async def run_demo(
     colour: str = "auto",
     mode: str = "fused",
     model: LanguageModel | None = None,
+    width: int | None = None,
 ) -> list[AgentResult]:
     """Run the demo; write it to ``out`` (stdout by default). Returns the two
     conversations' results. Checkpoints throughout (the scripted model's
-    delays sleep on trio's clock); cancellation propagates."""
+    delays sleep on trio's clock); cancellation propagates.
+
+    The agent's text wraps at word boundaries to ``width`` columns: by default
+    the terminal's width when ``out`` is a terminal, and not at all otherwise.
+    """
     out = out or sys.stdout
+    if width is None and out.isatty():
+        width = shutil.get_terminal_size((80, 24)).columns
     style = _Style(_use_colour(colour, out))
     if mode not in ("fused", "actors"):
         raise ConfigurationError(f"mode must be 'fused' or 'actors', got {mode!r}")
     agent = demo_agent(model, execution_mode=mode)
+    # The first line, before any model is called: which model, and whether it
+    # costs money.
     label = (
-        "scripted model (embedded; no API key or network needed)"
+        "scripted (offline)"
         if model is None
-        else f"{agent.model.provider}/{agent.model.model_id}"
+        else f"{agent.model.provider}/{agent.model.model_id} (a real API: billed)"
     )
-    out.write(style.bold("procession demo") + style.dim(f" — model: {label}\n"))
+    out.write(f"model: {label}\n")
+    out.write(style.bold("procession demo") + "\n")
+    out.flush()
     out.write(
         style.dim(
             "output processors: email-redactor → leak-guardrail → quality-check → "
@@ -416,19 +467,26 @@ async def run_demo(
     )
     events: Counter[str] = Counter()
     results = [
-        await _converse(agent, "Where is my order A-1042?", style, out, events),
-        await _converse(agent, "How do I reset the office router?", style, out, events),
+        await _converse(agent, question, style, out, events, width)
+        for question in (
+            "Where is my order A-1042?",
+            "How do I reset the office router?",
+        )
     ]
     out.write(style.bold("\nsummary\n"))
     for i, result in enumerate(results, 1):
         blocked = (
             f", blocked by {result.tripwire.processor_id}" if result.tripwire else ""
         )
+        ending = (
+            f"error: {result.error}"
+            if result.error is not None
+            else f"tokens={result.usage.total_tokens or 'n/a (cut off)'}"
+        )
         out.write(
             f"  conversation {i}: finish={result.finish_reason}{blocked}, "
             f"steps={sum(1 for s in result.steps if s.finish_reason != 'retry')}, "
-            f"retries={result.retry_count}, "
-            f"tokens={result.usage.total_tokens or 'n/a (cut off)'}\n"
+            f"retries={result.retry_count}, {ending}\n"
         )
     out.write("  processor actions: ")
     out.write(", ".join(f"{name} ×{count}" for name, count in sorted(events.items())))
@@ -436,30 +494,75 @@ async def run_demo(
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The ``procession`` command."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="procession")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="stream a short conversation through processors")
-    demo.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    demo.add_argument("--mode", choices=["fused", "actors"], default="fused")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="procession",
+        description="procession: LLM agents whose streams flow through supervised "
+        "trio processor actors. 'procession demo' streams two short conversations "
+        "through a visible chain of processors, offline.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    sub = parser.add_subparsers(dest="command")
+    demo = sub.add_parser(
+        "demo",
+        help="stream two short conversations through processors (offline)",
+        description="Stream two short support conversations through a redactor, "
+        "a guardrail that trips, a quality check that retries and a tool-result "
+        "scanner. Runs on an embedded scripted model unless --model names another.",
+    )
+    demo.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="colour the output: auto (on a terminal, unless NO_COLOR is set), "
+        "always or never",
+    )
+    demo.add_argument(
+        "--mode",
+        choices=["fused", "actors"],
+        default="fused",
+        help="how the output processors run: fused (awaited calls in one task) or "
+        "actors (a task per processor); both print the same",
+    )
     demo.add_argument(
         "--model",
-        default=None,
-        help="a provider/model id, e.g. anthropic/claude-sonnet-4-5 (default: the "
-        "embedded scripted model, or Claude when ANTHROPIC_API_KEY is set)",
+        default="scripted",
+        help="'scripted' (the default: embedded, offline, free) or a "
+        "provider/model id such as anthropic/claude-sonnet-4-5 (a real, billed "
+        "API call; needs its package and API key)",
     )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``procession`` command. Exits 0 on success, 1 when a conversation
+    ended in an error (shown) or the output pipe closed early, 2 for bad
+    arguments or a model that cannot be built."""
+    parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        model_id = args.model or (
-            DEMO_CLAUDE if os.environ.get("ANTHROPIC_API_KEY") else None
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        model = None if args.model == "scripted" else resolve_model(args.model)
+    except ConfigurationError as exc:
+        print(f"procession demo: {exc}", file=sys.stderr)
+        return 2
+    try:
+        results = trio.run(
+            lambda: run_demo(colour=args.color, mode=args.mode, model=model)
         )
-        try:
-            model = resolve_model(model_id) if model_id else None
-        except ConfigurationError as exc:
-            print(f"procession demo: {exc}", file=sys.stderr)
-            return 2
-        trio.run(lambda: run_demo(colour=args.color, mode=args.mode, model=model))
-    return 0
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (``procession demo | head``): the Python docs' recipe,
+        # so the interpreter's own flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    failed = [r for r in results if r.error is not None]
+    for result in failed:
+        print(
+            f"procession demo: a run ended in an error: {result.error}",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
