@@ -16,6 +16,7 @@ import anthropic
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from procession import Agent, ConfigurationError, Processor, ProviderError
 from procession.chunks import (
@@ -52,6 +53,7 @@ from procession.runtime import (
     tool,
 )
 from procession.testing.fake_provider import (
+    ConnectionLog,
     FakeProvider,
     Fault,
     HttpError,
@@ -113,12 +115,41 @@ async def serve(
         yield server, model
 
 
-async def wait_for_client_close(server: FakeProvider) -> None:
-    """Give the server up to 2 s to notice the client's close (on its next
-    write)."""
+async def wait_for_client_close(server: FakeProvider) -> ConnectionLog:
+    """The first connection's log once the server has closed it (it notices the
+    client's close on its next write); after 2 s it gives up, so the test's own
+    assertions say what did not happen."""
+    log = server.connections[0]
     with trio.move_on_after(2):
-        while not server.connections[0].closed_by_client:  # noqa: ASYNC110 (a poll of the server's log; it has no event to wait on)
-            await trio.sleep(0.01)
+        await log.wait_closed()
+    return log
+
+
+async def cancel_mid_read(model: AnthropicModel, deltas: int = 3) -> Any:
+    """Stream ``HI`` and cancel the reader while a read is in flight, once it
+    has seen ``deltas`` text deltas; the response (already left)."""
+    enough = trio.Event()
+    responses: list[Any] = []
+
+    async def read() -> None:
+        async with model.stream(HI) as response:
+            responses.append(response)
+            seen = 0
+            async for chunk in response:
+                seen += isinstance(chunk, TextDeltaChunk)
+                if seen == deltas:
+                    enough.set()
+
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await enough.wait()
+            # Every task is parked: the reader in its read of the next event.
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    [response] = responses
+    return response
 
 
 async def collect(
@@ -716,8 +747,8 @@ async def test_tripwire_mid_stream_closes_the_connection_before_the_stream_exits
                 chunks = [chunk async for chunk in stream]
             exited_at = trio.current_time()
             # The server notices the close on its next write.
-            await wait_for_client_close(server)
-            (log,) = server.connections
+            log = await wait_for_client_close(server)
+            assert server.connections == [log]
 
     assert isinstance(chunks[-1], TripwireChunk)
     ((closed_at, closed),) = model.exits
@@ -734,14 +765,10 @@ async def test_cancelled_read_closes_the_http_response() -> None:
     slow = Stream.text(*pieces, fault=Fault(delay_between_events=0.02))
     with trio.fail_after(TIMEOUT):
         async with serve([slow]) as (server, model):
-            with trio.move_on_after(0.2) as scope:
-                async with model.stream(HI) as response:
-                    async for _ in response:
-                        pass
-            assert scope.cancelled_caught
+            response = await cancel_mid_read(model)
             assert response.http_response.is_closed
-            await wait_for_client_close(server)
-            (log,) = server.connections
+            log = await wait_for_client_close(server)
+            assert server.connections == [log]
     assert log.closed_by_client
     assert log.events_sent < 30
 
@@ -756,11 +783,10 @@ async def test_leaving_the_block_early_closes_the_connection_at_once() -> None:
                     if isinstance(chunk, TextDeltaChunk):
                         break  # no read is in flight: only leaving can close
             assert response.http_response.is_closed
-            await wait_for_client_close(server)
-            (log,) = server.connections
-            sent = log.events_sent
-            await trio.sleep(0.1)
-            assert log.events_sent == sent  # the server stopped sending
+            log = await wait_for_client_close(server)
+            assert server.connections == [log]
+            # Closed: the connection's task is over, so it sends nothing more.
+            assert log.closed_at is not None
     assert log.closed_by_client
     assert log.events_sent < 30
 
@@ -777,12 +803,16 @@ async def events_sent_while_consumer_stalls(
     ):
         for _ in range(3):
             await response.__anext__()
-        previous = -1
         # Wait until the server is blocked by the full socket buffers.
-        while server.connections[0].events_sent != previous:
-            previous = server.connections[0].events_sent
-            await trio.sleep(0.2)
-        stalled = server.connections[0].events_sent
+        log = server.connections[0]
+        with trio.move_on_after(5) as waiting:
+            await log.wait_stalled()
+        assert not waiting.cancelled_caught, "the server never stalled"
+        stalled = log.events_sent
+        # Blocked for good, not just slow: once nothing can run, nothing more
+        # got out.
+        await trio.testing.wait_all_tasks_blocked()
+        assert log.events_sent == stalled
     return stalled, pieces + 6
 
 

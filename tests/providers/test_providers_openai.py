@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from procession import Agent, ConfigurationError, ProviderError
 from procession.chunks import (
@@ -40,6 +41,7 @@ from procession.processors import (
 from procession.providers import OpenAIChatModel, OpenAIResponsesModel
 from procession.runtime import ModelRequest, ToolDefinition, resolve_model, tool
 from procession.testing.fake_provider import (
+    ConnectionLog,
     FakeProvider,
     Fault,
     HttpError,
@@ -115,6 +117,43 @@ async def collect_until_error(
 
 def texts(chunks: list[Chunk]) -> list[str]:
     return [c.payload.text for c in chunks if isinstance(c, TextDeltaChunk)]
+
+
+async def wait_for_client_close(server: FakeProvider) -> ConnectionLog:
+    """The first connection's log once the server has closed it (it notices the
+    client's close on its next write); after 2 s it gives up, so the test's own
+    assertions say what did not happen."""
+    log = server.connections[0]
+    with trio.move_on_after(2):
+        await log.wait_closed()
+    return log
+
+
+async def cancel_mid_read(model: Any, deltas: int = 3) -> Any:
+    """Stream ``HI`` and cancel the reader while a read is in flight, once it
+    has seen ``deltas`` text deltas; the response (already left)."""
+    enough = trio.Event()
+    responses: list[Any] = []
+
+    async def read() -> None:
+        async with model.stream(HI) as response:
+            responses.append(response)
+            seen = 0
+            async for chunk in response:
+                seen += isinstance(chunk, TextDeltaChunk)
+                if seen == deltas:
+                    enough.set()
+
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await enough.wait()
+            # Every task is parked: the reader in its read of the next event.
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    [response] = responses
+    return response
 
 
 # --------------------------------------------------------------------------- #
@@ -244,16 +283,10 @@ async def test_cancelled_read_closes_the_connection(kind: type[OpenAIModel]) -> 
     slow = Stream.text(*pieces, fault=Fault(delay_between_events=0.02))
     with trio.fail_after(TIMEOUT):
         async with serve(kind, [slow]) as (server, model):
-            with trio.move_on_after(0.2) as scope:
-                async with model.stream(HI) as response:
-                    async for _ in response:
-                        pass
-            assert scope.cancelled_caught
+            response = await cancel_mid_read(model)
             assert response.http_response.is_closed
-            with trio.move_on_after(2):
-                while not server.connections[0].closed_by_client:  # noqa: ASYNC110 (polls the server's log, which has no event)
-                    await trio.sleep(0.01)
-            (log,) = server.connections
+            log = await wait_for_client_close(server)
+            assert server.connections == [log]
     assert log.closed_by_client
     assert log.events_sent < 40
 
@@ -271,10 +304,8 @@ async def test_leaving_the_block_early_closes_the_connection(
                     if isinstance(chunk, TextDeltaChunk):
                         break  # no read is in flight: only leaving can close
             assert response.http_response.is_closed
-            with trio.move_on_after(2):
-                while not server.connections[0].closed_by_client:  # noqa: ASYNC110 (polls the server's log, which has no event)
-                    await trio.sleep(0.01)
-            (log,) = server.connections
+            log = await wait_for_client_close(server)
+            assert server.connections == [log]
     assert log.closed_by_client
     assert log.events_sent < 40
 

@@ -6,7 +6,9 @@ Every test is bounded by ``trio.fail_after(10)``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,6 +17,7 @@ import anthropic
 import httpx2
 import pytest
 import trio
+import trio.testing
 
 import procession.testing.fake_provider as fake_provider
 from procession.testing.fake_provider import (
@@ -85,12 +88,6 @@ async def post(server: FakeProvider, path: str, body: dict[str, Any]) -> bytes:
         assert response.status_code == 200, response.text
         assert response.headers["content-type"].startswith("text/event-stream")
         return response.content
-
-
-async def wait_until_closed(server: FakeProvider, index: int = 0) -> None:
-    # The log has no event to wait on; poll (bounded by the test's fail_after).
-    while server.connections[index].closed_at is None:  # noqa: ASYNC110 - polls the server log, which has no event
-        await trio.sleep(0.01)
 
 
 async def drain(stream: Any, seen: list[str]) -> None:
@@ -301,7 +298,7 @@ async def test_drop_after_gives_an_incomplete_chunked_read() -> None:
                 httpx2.RemoteProtocolError, match="incomplete chunked read"
             ):
                 await drain(stream, seen)
-            await wait_until_closed(server)
+            await server.connections[0].wait_closed()
     assert seen == ["message_start", "content_block_start", "content_block_delta"]
     [connection] = server.connections
     assert connection.events_sent == 3
@@ -361,7 +358,7 @@ async def test_stall_after_is_a_read_timeout_and_the_client_leaving_is_logged() 
                 # httpx2 raises it with an empty message.
                 with pytest.raises(httpx2.ReadTimeout, match=r"^$"):
                     await drain(stream, [])
-            await wait_until_closed(server)
+            await server.connections[0].wait_closed()
     [connection] = server.connections
     assert connection.events_sent == 3
     assert connection.closed_by_client
@@ -720,17 +717,112 @@ async def test_backpressure_reaches_the_socket() -> None:
             client.stream("POST", "/v1/messages", json={}) as response,
         ):
             # Headers are in; the body is not read. The server must stall.
-            before = -1
-            while server.connections[0].events_sent != before:
-                before = server.connections[0].events_sent
-                await trio.sleep(0.2)
-            stalled_at = server.connections[0].events_sent
+            log = server.connections[0]
+            with trio.move_on_after(5) as waiting:
+                await log.wait_stalled()
+            assert not waiting.cancelled_caught, "the server never stalled"
+            stalled_at = log.events_sent
+            # Nothing can run any more (the server's write would be runnable if
+            # the socket took more): it is blocked for good, not just slow.
+            await trio.testing.wait_all_tasks_blocked()
+            assert log.events_sent == stalled_at
+            assert not log.finished_response
             received = 0
             async for data in response.aiter_bytes():
                 received += len(data)
     assert 0 < stalled_at < total
     assert server.connections[0].events_sent == total
     assert received > 1000 * len(piece)
+
+
+async def test_wait_stalled_returns_when_a_stall_fault_holds_the_stream() -> None:
+    turn = Stream.text("a", "b", fault=Fault(stall_after=3))
+    with trio.fail_after(LIMIT):
+        async with open_fake_provider([turn]) as server:
+            async with (
+                httpx2.AsyncClient(base_url=server.base_url) as client,
+                client.stream("POST", "/v1/messages", json={}),
+            ):
+                log = server.connections[0]
+                await log.wait_stalled()
+                assert log.events_sent == 3
+                assert log.closed_at is None
+            await log.wait_closed()
+    assert log.closed_by_client
+    assert not log.finished_response
+
+
+async def test_wait_stalled_does_not_count_a_server_idle_between_responses() -> None:
+    """A finished response leaves the server waiting for the next request: that
+    is not a stall, so the waiter wakes only when the connection closes."""
+    woke_with: list[float | None] = []
+
+    async def waiter(log: fake_provider.ConnectionLog) -> None:
+        await log.wait_stalled()
+        woke_with.append(log.closed_at)
+
+    with trio.fail_after(LIMIT):
+        async with (
+            open_fake_provider([Stream.text("hi")]) as server,
+            trio.open_nursery() as nursery,
+            httpx2.AsyncClient(base_url=server.base_url) as client,
+        ):
+            response = await client.post("/v1/messages", json={})
+            assert response.status_code == 200
+            log = server.connections[0]
+            # The server has written the end of the body; let it note so and
+            # park in its read of the next request.
+            await trio.testing.wait_all_tasks_blocked()
+            assert log.finished_response
+            nursery.start_soon(waiter, log)
+            await trio.testing.wait_all_tasks_blocked()
+            assert woke_with == []
+            # Leaving closes the client's keep-alive connection, then the
+            # nursery waits for the waiter.
+    [closed_at] = woke_with
+    assert closed_at is not None
+    assert log.closed_by_client
+
+
+async def test_the_waits_checkpoint_even_when_they_return_at_once() -> None:
+    with trio.fail_after(LIMIT):
+        async with open_fake_provider([Stream.text("hi")]) as server:
+            await post(server, "/chat/completions", {})
+            log = server.connections[0]
+            await log.wait_closed()
+            for wait in (log.wait_closed, log.wait_stalled):
+                with trio.CancelScope() as scope:
+                    scope.cancel()
+                    await wait()
+                assert scope.cancelled_caught, wait
+
+
+async def test_a_blocked_write_whose_socket_drained_is_not_yet_a_stall() -> None:
+    """Between the client reading and the server's task running again, the log
+    still says "write blocked"; ``wait_stalled`` asks the socket and waits for
+    the server to note its next state instead of waking on the stale one."""
+    raw, theirs = socket.socketpair()
+    with raw, theirs:
+        raw.setblocking(False)
+        log = fake_provider.ConnectionLog(opened_at=trio.current_time())
+        log._socket = trio.socket.from_stdlib_socket(raw)
+        log._set_stall("write")  # but the socket has room: the write goes on
+        woke = trio.Event()
+
+        async def waiter() -> None:
+            await log.wait_stalled()
+            woke.set()
+
+        with trio.fail_after(LIMIT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiter)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not woke.is_set()
+                with contextlib.suppress(BlockingIOError):
+                    while True:  # fill the buffers; nobody reads ``theirs``
+                        raw.send(b"x" * 65536)
+                log._set_stall("write")  # the server would note its retry
+                await woke.wait()
 
 
 # ---------------------------------------------------------------------------
