@@ -180,7 +180,7 @@ def _writable(sock: trio.socket.SocketType | None) -> bool:
         poller = select.poll()
         poller.register(fd, select.POLLOUT)
         return bool(poller.poll(0))
-    _, ready, _ = select.select([], [fd], [], 0)  # pragma: no cover (Windows)
+    _, ready, _ = select.select([], [fd], [], 0)  # Windows has no poll()
     return bool(ready)
 
 
