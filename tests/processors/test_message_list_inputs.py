@@ -200,7 +200,7 @@ def test_add_system_rejects_bad_content_and_bad_types() -> None:
     with pytest.raises(MessageFormatError, match="has content 5; expected a str"):
         MessageList().add_system({"role": "system", "content": 5})
     with pytest.raises(MessageFormatError, match="5 is not a system message"):
-        MessageList().add_system([5])  # type: ignore[list-item]
+        MessageList().add_system([5])  # type: ignore[list-item]  # the bad value under test
 
 
 # ================================================================ the wire face

@@ -127,7 +127,7 @@ def test_reconcile_system_entries_become_untagged_system_messages() -> None:
     u1 = ml.get_by_id("u1")
     ml.reconcile(
         [
-            u1,  # type: ignore[list-item]
+            u1,  # type: ignore[list-item]  # get_by_id is Optional; u1 exists here
             {"role": "system", "content": "from dict"},
             SystemMessage(content="object"),
             Message(

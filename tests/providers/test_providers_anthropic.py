@@ -17,6 +17,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from provider_helpers import cancel_mid_read, wait_for_client_close
 
 from procession import Agent, ConfigurationError, Processor, ProviderError
 from procession.chunks import (
@@ -53,7 +54,6 @@ from procession.runtime import (
     tool,
 )
 from procession.testing.fake_provider import (
-    ConnectionLog,
     FakeProvider,
     Fault,
     HttpError,
@@ -113,43 +113,6 @@ async def serve(
         anthropic_model(server.base_url, **kwargs) as model,
     ):
         yield server, model
-
-
-async def wait_for_client_close(server: FakeProvider) -> ConnectionLog:
-    """The first connection's log once the server has closed it (it notices the
-    client's close on its next write); after 2 s it gives up, so the test's own
-    assertions say what did not happen."""
-    log = server.connections[0]
-    with trio.move_on_after(2):
-        await log.wait_closed()
-    return log
-
-
-async def cancel_mid_read(model: AnthropicModel, deltas: int = 3) -> Any:
-    """Stream ``HI`` and cancel the reader while a read is in flight, once it
-    has seen ``deltas`` text deltas; the response (already left)."""
-    enough = trio.Event()
-    responses: list[Any] = []
-
-    async def read() -> None:
-        async with model.stream(HI) as response:
-            responses.append(response)
-            seen = 0
-            async for chunk in response:
-                seen += isinstance(chunk, TextDeltaChunk)
-                if seen == deltas:
-                    enough.set()
-
-    with trio.CancelScope() as scope:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(read)
-            await enough.wait()
-            # Every task is parked: the reader in its read of the next event.
-            await trio.testing.wait_all_tasks_blocked()
-            scope.cancel()
-    assert scope.cancelled_caught
-    [response] = responses
-    return response
 
 
 async def collect(
@@ -765,7 +728,7 @@ async def test_cancelled_read_closes_the_http_response() -> None:
     slow = Stream.text(*pieces, fault=Fault(delay_between_events=0.02))
     with trio.fail_after(TIMEOUT):
         async with serve([slow]) as (server, model):
-            response = await cancel_mid_read(model)
+            response = await cancel_mid_read(model, HI)
             assert response.http_response.is_closed
             log = await wait_for_client_close(server)
             assert server.connections == [log]
