@@ -25,6 +25,7 @@ from ..processors import (
     register_processors,
 )
 from ._options import (
+    CALL_OPTIONS,
     USE_AGENT_DEFAULT,
     ProcessorList,
     UseAgentDefault,
@@ -144,29 +145,27 @@ class Agent:
         return found
 
     def _prepare(
-        self,
-        messages: Any,
-        *,
-        input_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        output_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        error_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        max_processor_retries: int | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        prepare_step: Callable[[ProcessInputStepArgs], Any]
-        | UseAgentDefault
-        | None = USE_AGENT_DEFAULT,
-        request_context: RequestContext | Mapping[str, Any] | None = None,
-        max_steps: int | UseAgentDefault = USE_AGENT_DEFAULT,
-        model_settings: Mapping[str, Any] | None = None,
-        provider_options: Mapping[str, Any] | None = None,
-        tool_choice: Any = USE_AGENT_DEFAULT,
-        active_tools: Sequence[str] | None = None,
-        model: LanguageModel | str | UseAgentDefault = USE_AGENT_DEFAULT,
-        execution_mode: ExecutionMode | UseAgentDefault = USE_AGENT_DEFAULT,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
+        self, messages: Any, options: Mapping[str, Any]
     ) -> tuple[RunSpec, MessageList]:
-        """The call's spec and conversation, every option checked."""
+        """The call's spec and conversation, every option checked. ``options``
+        holds every name of ``CALL_OPTIONS``, as ``stream`` / ``generate`` took
+        them (their signatures are the typed, documented form)."""
+        input_processors = options["input_processors"]
+        output_processors = options["output_processors"]
+        error_processors = options["error_processors"]
+        max_processor_retries = options["max_processor_retries"]
+        prepare_step = options["prepare_step"]
+        request_context = options["request_context"]
+        max_steps = options["max_steps"]
+        model_settings = options["model_settings"]
+        provider_options = options["provider_options"]
+        tool_choice = options["tool_choice"]
+        active_tools = options["active_tools"]
+        model = options["model"]
+        execution_mode = options["execution_mode"]
+        run_id = options["run_id"]
+        thread_id = options["thread_id"]
+        resource_id = options["resource_id"]
         context = (
             request_context
             if isinstance(request_context, RequestContext)
@@ -272,25 +271,7 @@ class Agent:
         and leaving it early cancels the run and closes the provider connection.
         """
         reject_unknown("stream", unexpected)
-        spec, message_list = self._prepare(
-            messages,
-            input_processors=input_processors,
-            output_processors=output_processors,
-            error_processors=error_processors,
-            max_processor_retries=max_processor_retries,
-            prepare_step=prepare_step,
-            request_context=request_context,
-            max_steps=max_steps,
-            model_settings=model_settings,
-            provider_options=provider_options,
-            tool_choice=tool_choice,
-            active_tools=active_tools,
-            model=model,
-            execution_mode=execution_mode,
-            run_id=run_id,
-            thread_id=thread_id,
-            resource_id=resource_id,
-        )
+        spec, message_list = self._prepare(messages, _options_of(locals()))
         return open_stream(spec, message_list)
 
     def generate(
@@ -334,26 +315,13 @@ class Agent:
         ``execution_mode``, ``run_id``, ``thread_id``, ``resource_id``.
         """
         reject_unknown("generate", unexpected)
-        spec, message_list = self._prepare(
-            messages,
-            input_processors=input_processors,
-            output_processors=output_processors,
-            error_processors=error_processors,
-            max_processor_retries=max_processor_retries,
-            prepare_step=prepare_step,
-            request_context=request_context,
-            max_steps=max_steps,
-            model_settings=model_settings,
-            provider_options=provider_options,
-            tool_choice=tool_choice,
-            active_tools=active_tools,
-            model=model,
-            execution_mode=execution_mode,
-            run_id=run_id,
-            thread_id=thread_id,
-            resource_id=resource_id,
-        )
+        spec, message_list = self._prepare(messages, _options_of(locals()))
         return _generate(spec, message_list)
+
+
+def _options_of(scope: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-call options out of ``stream`` / ``generate``'s own locals."""
+    return {name: scope[name] for name in CALL_OPTIONS}
 
 
 async def _generate(spec: RunSpec, message_list: MessageList) -> AgentResult:

@@ -190,3 +190,17 @@ def test_messages_of_the_wrong_type_are_named_in_the_users_words() -> None:
     agent = Agent(id="a", model=ScriptedModel(["hi"]))
     with pytest.raises(ConfigurationError, match=r"messages must be a str.*got 42$"):
         agent.generate(42).close()  # (raises before a coroutine exists)
+
+
+def test_the_call_options_are_the_signatures_keywords() -> None:
+    """``CALL_OPTIONS`` (what the TypeError lists, what _prepare reads) is
+    exactly the keyword parameters of ``stream`` and ``generate``."""
+    from procession.runtime._options import CALL_OPTIONS
+
+    for method in (Agent.stream, Agent.generate):
+        keywords = [
+            name
+            for name, p in inspect.signature(method).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
+        assert tuple(keywords) == CALL_OPTIONS
