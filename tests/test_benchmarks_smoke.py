@@ -55,3 +55,22 @@ def test_the_quick_run_measures_every_mode(capsys: pytest.CaptureFixture[str]) -
     assert "µs/chunk/stage" in printed
     assert "actors, link 16" in printed
     assert "to_wire(chunk)" in printed
+
+
+def test_the_agent_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    path = SCRIPT.parent / "agent_stream.py"
+    spec = importlib.util.spec_from_file_location("agent_stream", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
+    try:
+        spec.loader.exec_module(module)
+        rows = module.main(["--quick"])
+    finally:
+        del sys.modules[spec.name]
+    assert {(r.setup, r.processors) for r in rows} == {
+        (setup, k) for setup in ("pipeline", "agent.stream") for k in (0, 5)
+    }
+    assert all(r.us_per_chunk > 0 for r in rows)
+    assert "vs pipeline" in capsys.readouterr().out

@@ -1,0 +1,95 @@
+"""Per-chunk cost of a whole agent run (``agent.stream`` over a ScriptedModel),
+with 0 and 5 async pass-through output processors, beside the bare output
+pipeline fed the same chunks in the same run (the baseline the ratio is
+against). Not part of the test suite; a smoke test runs ``--quick``.
+
+    python benchmarks/agent_stream.py          # 40k chunks, 5 rounds
+    python benchmarks/agent_stream.py --quick  # tiny, to check it runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from procession import Agent, Processor
+from procession.actors import open_output_pipeline
+from procession.chunks import Chunk, text_delta
+from procession.testing import ScriptedModel
+
+
+class PassThrough(Processor):
+    def __init__(self, index: int) -> None:
+        self.id = f"pass-{index}"
+
+    async def process_output_stream(self, args: Any) -> Any:
+        return args.part
+
+
+@attrs.frozen
+class Row:
+    setup: str
+    processors: int
+    us_per_chunk: float
+
+
+async def _agent(n: int, k: int) -> float:
+    chunks: list[Chunk] = [text_delta("x ") for _ in range(n)]
+    agent = Agent(
+        id="bench",
+        model=ScriptedModel([chunks]),
+        output_processors=[PassThrough(i) for i in range(k)],
+    )
+    start = time.perf_counter()
+    async with agent.stream("hi") as stream:
+        async for _ in stream:
+            pass
+    return (time.perf_counter() - start) / n * 1e6
+
+
+async def _pipeline(n: int, k: int) -> float:
+    async def source() -> AsyncIterator[Chunk]:
+        for _ in range(n):
+            yield text_delta("x ")
+            await trio.lowlevel.checkpoint()
+
+    start = time.perf_counter()
+    async with open_output_pipeline(
+        [PassThrough(i) for i in range(k)], source()
+    ) as stream:
+        async for _ in stream:
+            pass
+    return (time.perf_counter() - start) / n * 1e6
+
+
+async def _measure(n: int, rounds: int) -> list[Row]:
+    rows: list[Row] = []
+    for k in (0, 5):
+        for setup, run in (("pipeline", _pipeline), ("agent.stream", _agent)):
+            times = [await run(n, k) for _ in range(rounds)]
+            rows.append(Row(setup, k, statistics.median(times)))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    n, rounds = (200, 1) if args.quick else (40_000, 5)
+    rows = trio.run(_measure, n, rounds)
+    base = {r.processors: r.us_per_chunk for r in rows if r.setup == "pipeline"}
+    print(f"{'setup':<14}{'processors':>11}{'us/chunk':>10}{'vs pipeline':>13}")
+    for r in rows:
+        ratio = r.us_per_chunk / base[r.processors]
+        print(f"{r.setup:<14}{r.processors:>11}{r.us_per_chunk:>10.2f}{ratio:>12.1f}x")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
