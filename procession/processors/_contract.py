@@ -270,8 +270,11 @@ class ProcessLLMRequestArgs(HookArgs):
 
 @attrs.define(kw_only=True, slots=True)
 class ProcessLLMResponseArgs(HookArgs):
-    """``process_llm_response``: the step's raw model chunks (before output
-    processors; replayed ones when ``from_cache``)."""
+    """``process_llm_response``: the step's chunks as the model produced them
+    (before output processors; replayed ones when ``from_cache``), including the
+    step's ``step-start`` and a ``finish`` with its reason and usage (SPEC rule
+    18c). They are chunk objects; ``procession.chunks.to_wire`` gives the
+    compact ``{type, payload}`` JSON a cache stores and a replay accepts."""
 
     chunks: Sequence[Chunk]
     model: Any

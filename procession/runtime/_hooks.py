@@ -90,6 +90,9 @@ class HookLanes:
         self._state = state
         self._control = control
         self._processors = spec.processors
+        self.held: list[Any] | None = None
+        """When set (the stream has ended), custom chunks hooks write are kept
+        here for the client end to deliver, instead of sent down the stream."""
         self.actors: dict[str, ProcessorActor] = {
             s.id: ProcessorActor(s) for s in spec.processors.all
         }
@@ -173,6 +176,9 @@ class HookLanes:
     async def _flush(self, actor: ProcessorActor, emitter: HookEmitter) -> None:
         for violation in emitter.violations:
             await actor.notify_violation(violation)
+        if self.held is not None:
+            self.held.extend(emitter.custom)
+            return
         for chunk in emitter.custom:
             await self._control.deliver(chunk)
 

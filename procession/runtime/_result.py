@@ -55,17 +55,25 @@ class AgentResult:
 def build_result(state: RunState, outcome: RunOutcome) -> AgentResult:
     """The result of a run that ended with ``outcome``.
 
-    A tripwire raised on a chunk of the stream cuts the attempt in flight: its
-    text up to the blocked chunk stays in the result (Mastra 1F.43) and the step
-    reads as tripped; an abort keeps what the client saw likewise.
+    One rule for every terminal path (SPEC rule 18g): ``text`` and
+    ``response_messages`` are what the client was shown and not retracted by a
+    ``step-retry``. An attempt cut by a tripwire, an error or an abort keeps its
+    text up to the last chunk delivered (Mastra 1F.43), and its message, though
+    the conversation (``message_list``) does not keep it; a tripwire raised on
+    a chunk makes the step read as tripped.
     """
     all_text = list(state.all_text)
     view = state.view
-    in_flight = not view.committed  # the client saw it; no step kept it
     steps = state.steps
+    ml = state.message_list
+    response = list(ml.get.response.db())
+    if not view.committed and outcome.kind != "finish":
+        # The attempt in flight: the client saw it; no step kept it.
+        all_text.append(view.text_value)
+        shown = view.message or view.build_message(state.spec.model_label)
+        if view.shown_anything() and all(m.id != shown.id for m in response):
+            response.append(shown)
     if outcome.kind == "tripwire" and outcome.in_stream:
-        if in_flight:
-            all_text.append(view.text_value)
         step = state.current_step
         if step is not None and not any(
             s.step_number == step and s.finish_reason != "retry" for s in steps
@@ -77,10 +85,7 @@ def build_result(state: RunState, outcome: RunOutcome) -> AgentResult:
                     tripwire=outcome.tripwire,
                 )
             )
-    elif outcome.kind == "abort" and in_flight:
-        all_text.append(view.text_value)  # what the client saw
     text = state.final_text if state.final_text is not None else "".join(all_text)
-    ml = state.message_list
     return AgentResult(
         run_id=state.run_id,
         text=text,
@@ -88,9 +93,7 @@ def build_result(state: RunState, outcome: RunOutcome) -> AgentResult:
         tripwire=outcome.tripwire,
         usage=state.usage or Usage(),
         steps=tuple(steps),
-        response_messages=()
-        if state.output_result_tripped
-        else tuple(ml.get.response.db()),
+        response_messages=() if state.output_result_tripped else tuple(response),
         error=outcome.error,
         custom_chunks=tuple(state.custom_chunks),
         retry_count=state.retry_count,

@@ -241,6 +241,46 @@ class Coordinator:
                 state.steps[index] = attrs.evolve(step, text=step.text + late)
                 break
 
+    async def output_result_after_error(self) -> list[Any]:
+        """``process_output_result`` once more after the run failed (Mastra
+        PR #21299: the final output pass runs on an error terminal too, with
+        ``finish_reason`` ``"error"``). The outcome is decided: a tripwire or an
+        error raised here is logged and changes nothing. Returns the custom
+        chunks the hooks wrote (the stream has ended: the client end delivers
+        them). Runs in the caller's task; checkpoints."""
+        state, lanes = self._state, self._lanes
+        actors = lanes.lane("process_output_result", "output")
+        lanes.held = []
+        if not actors or state.output_result_ran:
+            return lanes.held  # it ran (and failed, or the run failed after)
+        ml = state.message_list
+        view = state.view
+        shown = [*state.all_text, *([] if view.committed else [view.text_value])]
+        result = OutputResult(
+            text="".join(shown),
+            usage=state.usage,
+            finish_reason="error",
+            steps=tuple(state.steps),
+        )
+        for actor in actors:
+            try:
+                await lanes.call(
+                    actor,
+                    "process_output_result",
+                    messages=ml.get.response.db(),
+                    message_list=ml,
+                    result=result,
+                )
+            except (TripWire, Terminal) as ignored:
+                logger.warning(
+                    "run %s: processor %r failed in process_output_result after "
+                    "the run had failed; the outcome stays an error: %s",
+                    state.run_id,
+                    actor.id,
+                    ignored if isinstance(ignored, TripWire) else ignored.error,
+                )
+        return lanes.held
+
     async def _output_result(self) -> None:
         state = self._state
         ml = state.message_list
@@ -252,6 +292,7 @@ class Coordinator:
             steps=tuple(state.steps),
         )
         changed = False
+        state.output_result_ran = True
         for actor in self._lanes.lane("process_output_result", "output"):
             try:
                 raw = await self._lanes.call(

@@ -19,6 +19,7 @@ from ..actors import ExecutionMode
 from ..data import (
     DataChunk,
     FileChunk,
+    FinishChunk,
     Message,
     MessageContent,
     ReasoningDeltaChunk,
@@ -29,7 +30,9 @@ from ..data import (
     ReasoningStartChunk,
     RedactedReasoningChunk,
     SourceChunk,
+    StepFinishChunk,
     StepResult,
+    StepStartChunk,
     StepStartPart,
     TextDeltaChunk,
     TextPart,
@@ -120,6 +123,11 @@ class RunSpec:
     provider_options: Mapping[str, Any]
     mode: ExecutionMode
 
+    @property
+    def model_label(self) -> str:
+        """``provider/model`` of the run's model (a response message's label)."""
+        return f"{self.model.provider}/{self.model.model_id}"
+
 
 @attrs.define
 class StepView:
@@ -140,6 +148,10 @@ class StepView:
     """How many text pieces the kept step holds."""
     message: Message | None = None
     """The response message built from this attempt."""
+    finished: bool = False
+    """The client received the run's ``finish`` during this attempt."""
+    step_open: bool = False
+    """The client received this attempt's ``step-start`` and no ``step-finish``."""
 
     def _block(self, block_id: str) -> list[str]:
         if block_id not in self.reasoning:
@@ -169,6 +181,16 @@ class StepView:
             self.sources.append(chunk.payload)
         elif cls is FileChunk:
             self.files.append(chunk.payload)
+        elif cls is StepStartChunk:
+            self.step_open = True
+        elif cls is StepFinishChunk:
+            self.step_open = False
+        elif cls is FinishChunk:
+            self.finished = True
+
+    def shown_anything(self) -> bool:
+        """Whether the client received any content of this attempt."""
+        return bool(self.text or self.blocks or self.tool_calls)
 
     @property
     def text_value(self) -> str:
@@ -254,6 +276,7 @@ class RunState:
     custom_chunks: list[DataChunk] = attrs.Factory(list)
     feedback: str | None = None
     finish_reason: str = "unknown"
+    output_result_ran: bool = False
     output_result_tripped: bool = False
     final_text: str | None = None
     current_step: int | None = None

@@ -1,23 +1,32 @@
 """One attempt at one step: the input-step chain, the model call, the step's
 hooks and its tools.
 
-Chunk order: ``step-start``, the model's chunks, ``step-finish``; then, once the
-client end has decided everything before (``RunControl.settle``), the step's
-hooks, its tools and their ``tool-result`` chunks.
+Chunk order (Mastra 1.71, SPEC rule 18): ``step-start``, the model's chunks;
+then, once the client end has decided everything before
+(``RunControl.settle``), the step's hooks, its tools and their
+``tool-result`` / ``tool-error`` chunks; then ``step-finish``. A model's own
+lifecycle chunks (``start``, ``step-start``, ``step-finish``, ``finish``: a
+recorded stream replayed, a scripted chunk list) are the step's information,
+never forwarded: the client sees one ``step-start`` and one ``step-finish`` per
+step. A rejected attempt is closed by its ``step-retry`` chunk instead.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import attrs
 import trio
 
 from ..actors import ProcessorActor, RetryRequested, RunControl
+from ..chunks import CHUNK_CLASSES, from_wire
 from ..data import (
     ErrorChunk,
+    FinishChunk,
+    FinishPayload,
+    StartChunk,
     StepFinishChunk,
     StepFinishPayload,
     StepOutput,
@@ -26,8 +35,10 @@ from ..data import (
     StepStartChunk,
     StepStartPayload,
     SystemMessage,
+    TextPart,
     ToolCallChunk,
     ToolCallInfo,
+    ToolInvocationPart,
     TripwireInfo,
     add_usage,
     new_message_id,
@@ -37,6 +48,7 @@ from ..processors import (
     MessageList,
     ProcessInputStepResult,
     ProcessionError,
+    ProcessorContractError,
     ProviderError,
     ProviderStreamError,
     TripWire,
@@ -79,33 +91,52 @@ class StepRunner:
         prompt = state.message_list.get.all.prompt()
         prompt, cached = await self._llm_request(step_number, config, prompt)
         response_id = new_message_id()
-        await control.inject(
-            StepStartChunk(
-                payload=StepStartPayload(message_id=response_id), run_id=state.run_id
-            )
+        step_start = StepStartChunk(
+            payload=StepStartPayload(message_id=response_id), run_id=state.run_id
         )
+        await control.inject(step_start)
         raw, finish = await self._model_call(step_number, config, prompt, cached)
         state.usage = add_usage(state.usage, finish.usage)  # spent, kept or not
-        called_tools = any(c.__class__ is ToolCallChunk for c in raw)
-        await control.inject(
+        # Everything the model sent has reached the client end: in-band signals
+        # on its chunks are decided, and the view holds what the client saw.
+        await control.settle()
+        await self._llm_response(
+            step_number,
+            config,
+            [step_start, *raw, self._model_finish_chunk(finish)],
+            finish,
+            cached,
+        )
+        return await self._finish_attempt(
+            step_number, config, view, finish, response_id
+        )
+
+    def _model_finish_chunk(self, finish: ModelFinish) -> FinishChunk:
+        """The step's finish information as the model gave it, as a chunk (for
+        ``process_llm_response``: a cache stores it with the step)."""
+        return FinishChunk(
+            payload=FinishPayload(
+                step_result=StepResultInfo(reason=finish.finish_reason),
+                output=StepOutput(usage=finish.usage),
+                provider_metadata=finish.provider_metadata,
+            ),
+            run_id=self._state.run_id,
+        )
+
+    async def _step_finish(
+        self, finish: ModelFinish, response_id: str, reason: str, tools: bool
+    ) -> None:
+        await self._control.inject(
             StepFinishChunk(
                 payload=StepFinishPayload(
                     step_result=StepResultInfo(
-                        reason=finish.finish_reason, is_continued=called_tools or None
+                        reason=reason, is_continued=tools or None
                     ),
                     output=StepOutput(usage=finish.usage),
                     message_id=response_id,
                 ),
-                run_id=state.run_id,
+                run_id=self._state.run_id,
             )
-        )
-        # Everything of this attempt has reached the client end: in-band signals
-        # on its chunks are decided, and the view holds what the client saw (a
-        # processor may flush on step-finish).
-        await control.settle()
-        await self._llm_response(step_number, config, raw, finish, cached)
-        return await self._finish_attempt(
-            step_number, config, view, finish, response_id
         )
 
     async def _finish_attempt(
@@ -116,14 +147,16 @@ class StepRunner:
         finish: ModelFinish,
         response_id: str,
     ) -> bool:
-        """Keep the attempt's message, run the step's hooks and tools; record the
-        step (or raise ``Retry`` / ``Terminal``)."""
+        """Keep the attempt's message, run the step's hooks and tools, close the
+        step with ``step-finish``; record it (or raise ``Retry`` / ``Terminal``).
+        """
         state = self._state
         ml = state.message_list
         ml.mark_response_message_boundary()
         message = view.build_message(f"{config.model.provider}/{config.model.model_id}")
         message.id = response_id
         view.message = message
+        built = len(view.text)
         ml.add(message, "response")
         tool_calls = [
             ToolCallInfo(
@@ -151,13 +184,18 @@ class StepRunner:
         try:
             await self._output_step(step_number, current, tool_calls)
             results = await self._tools.run(step_number, config, tool_calls)
-            if tool_calls:
-                # A stream processor may ask for a retry on a tool-result chunk.
-                await self._control.settle()
+            await self._step_finish(
+                finish, response_id, finish.finish_reason, bool(tool_calls)
+            )
+            # A stream processor may ask for a retry on a tool-result chunk or
+            # on step-finish; text it held back until step-finish arrives now.
+            await self._control.settle()
         except TripWire as tripwire:
             ml.remove_by_ids([response_id])
             if tripwire.retry and state.may_retry():
                 raise Retry(tripwire) from None
+            # Rejected: out of the conversation (nothing of it is kept or saved),
+            # but the client saw it, so the result shows it (``build_result``).
             state.steps.append(
                 attrs.evolve(
                     current,
@@ -166,10 +204,16 @@ class StepRunner:
                     tripwire=TripwireInfo.of(tripwire),
                 )
             )
+            # Mastra 1G.53: the step-finish of a tripped step says so.
+            await self._step_finish(finish, response_id, "tripwire", False)
             raise Terminal(tripwire=tripwire) from None
         except RetryRequested:
             ml.remove_by_ids([response_id])
             raise
+        if len(view.text) > built:
+            late = "".join(view.text[built:])
+            _add_late_text(message.content.parts, late)
+            current = attrs.evolve(current, text=current.text + late)
         state.steps.append(attrs.evolve(current, tool_results=tuple(results)))
         state.all_text.append(view.text_value)
         view.committed = True
@@ -295,7 +339,8 @@ class StepRunner:
             if result.prompt is not None:
                 prompt = list(result.prompt)
             if result.response is not None and cached is None:
-                cached = list(result.response)  # the first cached response wins
+                # The first cached response wins.
+                cached = _cached_chunks(result.response, actor.id)
         return prompt, cached
 
     # --- the model ----------------------------------------------------------------
@@ -311,19 +356,28 @@ class StepRunner:
         to the error processors; a retry raises ``Retry``."""
         state, control = self._state, self._control
         raw: list[Any] = []
+        told: ModelFinish | None = None  # a lifecycle chunk's finish information
         if cached is not None:
             for chunk in cached:
+                if chunk.__class__ in _LIFECYCLE:
+                    told = _told(chunk, told)
+                    continue
                 raw.append(chunk)
                 await control.inject(state.stamp(chunk))
-            return raw, ModelFinish(finish_reason=_replay_reason(cached))
+            return raw, told or ModelFinish(finish_reason=_replay_reason(raw))
         try:
             with control.reading() as scope:
                 async with config.model.stream(_request(config, prompt)) as response:
                     async for chunk in response:
-                        if chunk.__class__ is ErrorChunk:
-                            # A model that reports a failure as a chunk rather
-                            # than raising: the same path as a raised error.
-                            raise _error_from_chunk(chunk)
+                        cls = chunk.__class__
+                        if cls in _LIFECYCLE:
+                            if isinstance(chunk, ErrorChunk):
+                                # A model that reports a failure as a chunk
+                                # rather than raising: the same path as a
+                                # raised error.
+                                raise _error_from_chunk(chunk)
+                            told = _told(chunk, told)
+                            continue
                         raw.append(chunk)
                         if control.ended:
                             state.model_chunks_after_end += 1
@@ -331,7 +385,7 @@ class StepRunner:
                         await control.inject(state.stamp(chunk))
                         if control.retry_requested:
                             break
-                    finish = response.finish or ModelFinish(
+                    finish = _merged(response.finish, told) or ModelFinish(
                         finish_reason=_replay_reason(raw)
                     )
             if scope.cancelled_caught:
@@ -476,6 +530,88 @@ def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
         str(message or error),
         body={"type": "error", "error": error},
         code=code if isinstance(code, str) else None,
+    )
+
+
+def _cached_chunks(response: Any, processor_id: str) -> list[Any]:
+    """A cached response's chunks as chunk objects. ``response`` is a list of
+    chunks, or ``{"chunks": [...]}`` (the seed's shape); each chunk is a chunk
+    object or the compact ``{type, payload}`` JSON a cache stores. Anything else
+    is the processor's contract error, naming the offending item."""
+
+    def wrong(problem: str) -> ProcessorContractError:
+        return ProcessorContractError(
+            processor_id,
+            "process_llm_request",
+            f"returned a cached response {problem}; expected a list of chunks (or "
+            f"{{'chunks': [...]}}), each a chunk object or {{'type': ..., "
+            f"'payload': ...}} JSON",
+        )
+
+    if isinstance(response, Mapping):
+        if set(response) != {"chunks"}:
+            raise wrong(f"with keys {sorted(map(str, response))}")
+        response = response["chunks"]
+    if isinstance(response, (str, bytes)) or not isinstance(response, Sequence):
+        raise wrong(f"of type {type(response).__name__}")
+    chunks: list[Any] = []
+    for index, item in enumerate(response):
+        if item.__class__ in CHUNK_CLASSES:
+            chunks.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise wrong(f"whose item {index} is {item!r}")
+        try:
+            chunks.append(from_wire(item))
+        except ProcessionError as exc:
+            raise wrong(f"whose item {index} ({item!r}) is not a chunk: {exc}") from exc
+    return chunks
+
+
+def _add_late_text(parts: list[Any], late: str) -> None:
+    """Text that arrived after the message was built (flushed on step-finish)
+    joins its text part, before the tool calls, as the model wrote it."""
+    for index, part in enumerate(parts):
+        if isinstance(part, TextPart):
+            parts[index] = attrs.evolve(part, text=part.text + late)
+            return
+        if isinstance(part, ToolInvocationPart):
+            parts.insert(index, TextPart(text=late))
+            return
+    parts.append(TextPart(text=late))
+
+
+_LIFECYCLE: Final = frozenset(
+    {StartChunk, StepStartChunk, StepFinishChunk, FinishChunk, ErrorChunk}
+)
+"""Chunk classes a model's stream may carry that are not content: the runtime
+makes its own (``error`` is turned into a raised error)."""
+
+
+def _told(chunk: Any, before: ModelFinish | None) -> ModelFinish | None:
+    """The finish information a model's ``step-finish`` / ``finish`` chunk gives
+    (the last one wins; ``start`` / ``step-start`` give none)."""
+    if chunk.__class__ is not FinishChunk and chunk.__class__ is not StepFinishChunk:
+        return before
+    payload = chunk.payload
+    return ModelFinish(
+        finish_reason=payload.step_result.reason,
+        usage=payload.output.usage,
+        provider_metadata=payload.provider_metadata,
+    )
+
+
+def _merged(given: ModelFinish | None, told: ModelFinish | None) -> ModelFinish | None:
+    """The step's finish: what the model's lifecycle chunk told (a replayed
+    stream's own finish), over what the response object says, whose request,
+    warnings and usage fill what the chunk left out."""
+    if told is None or given is None:
+        return told or given
+    return attrs.evolve(
+        given,
+        finish_reason=told.finish_reason,
+        usage=told.usage or given.usage,
+        provider_metadata=told.provider_metadata or given.provider_metadata,
     )
 
 

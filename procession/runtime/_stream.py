@@ -21,7 +21,18 @@ from ..actors import (
     open_output_pipeline,
     unwrapping_a_lone_exception,
 )
-from ..data import AbortChunk, Chunk, RunOutcome
+from ..data import (
+    AbortChunk,
+    Chunk,
+    FinishChunk,
+    FinishPayload,
+    RunOutcome,
+    StepFinishChunk,
+    StepFinishPayload,
+    StepOutput,
+    StepResultInfo,
+    Usage,
+)
 from ..processors import MessageList
 from ._hooks import HookLanes
 from ._result import AgentResult, build_result
@@ -40,12 +51,15 @@ class AgentStream(AsyncIterator[Chunk]):
         state: RunState,
         control: RunControl,
         pipeline: OutputPipeline,
+        coordinator: Coordinator,
         coordinator_done: trio.Event,
     ) -> None:
         self._state = state
         self._control = control
         self._pipeline = pipeline
+        self._coordinator = coordinator
         self._coordinator_done = coordinator_done
+        self._closing: list[Chunk] | None = None
         self._cancelled = False
         self._done = False
         self._result: AgentResult | None = None
@@ -84,6 +98,8 @@ class AgentStream(AsyncIterator[Chunk]):
         """
         if self._done:
             raise StopAsyncIteration
+        if self._closing is not None:
+            return self._next_closing()
         if self._cancelled:
             self._done = True
             self._settle(self._control.abort())
@@ -91,18 +107,73 @@ class AgentStream(AsyncIterator[Chunk]):
         try:
             chunk: Chunk = await self._pipeline.__anext__()
         except StopAsyncIteration:
-            self._done = True
             if self.cancelled:  # cancel() from another task while we waited
+                self._done = True
                 self._settle(self._control.abort())
                 return AbortChunk(run_id=self.run_id)
             state = self._state
-            self._settle(
-                self._control.conclude_stream_end(
-                    completed=state.completed, finish_reason=state.finish_reason
+            outcome = self._control.conclude_stream_end(
+                completed=state.completed, finish_reason=state.finish_reason
+            )
+            if outcome.kind != "error":
+                self._done = True
+                self._settle(outcome)
+                raise
+            await self._close_after_error()
+            return self._next_closing()
+        self._control.on_delivered(chunk)
+        return chunk
+
+    async def _close_after_error(self) -> None:
+        """After a terminal ``error``: the final output pass, then the chunks
+        that close the run as Mastra does (``step-finish`` with reason
+        ``error`` if a step was open, ``finish`` with reason ``error`` and the
+        run's usage). They reach the client past the output processors (Mastra's
+        ``deferErrorChunks``: a finish with reason ``error`` bypasses them)."""
+        self._closing = []
+        await self._coordinator_done.wait()  # no hook of the run still runs
+        state = self._state
+        self._closing.extend(await self._coordinator.output_result_after_error())
+        if state.view.finished:
+            # process_output_result failed after the finish chunk had gone out:
+            # the error is the last chunk; the run was closed already.
+            return
+        if state.view.step_open:
+            self._closing.append(
+                StepFinishChunk(
+                    payload=StepFinishPayload(
+                        step_result=StepResultInfo(reason="error"),
+                        message_id=state.view.message.id
+                        if state.view.message is not None
+                        else None,
+                    ),
+                    run_id=self.run_id,
                 )
             )
-            raise
-        self._control.on_delivered(chunk)
+        self._closing.append(
+            FinishChunk(
+                payload=FinishPayload(
+                    step_result=StepResultInfo(reason="error"),
+                    output=StepOutput(usage=state.usage or Usage()),
+                ),
+                run_id=self.run_id,
+            )
+        )
+
+    def _next_closing(self) -> Chunk:
+        if not self._closing:
+            self._done = True
+            outcome = self._control.outcome
+            assert outcome is not None
+            self._settle(outcome)
+            raise StopAsyncIteration
+        chunk = self._closing.pop(0)
+        self._state.delivered(chunk)
+        if not self._closing:
+            self._done = True
+            outcome = self._control.outcome
+            assert outcome is not None
+            self._settle(outcome)
         return chunk
 
     async def cancel(self) -> None:
@@ -185,7 +256,9 @@ async def open_stream(
                 abort_signal=state.abort_signal,
             ) as pipeline,
         ):
-            stream = AgentStream(state, control, pipeline, coordinator_done)
+            stream = AgentStream(
+                state, control, pipeline, coordinator, coordinator_done
+            )
             nursery.start_soon(run_coordinator)
             try:
                 yield stream

@@ -8,6 +8,9 @@
 * ``assert_split_invariant`` / ``assert_modes_agree``: ready-made checks that a
   processor gives one verdict and one output however its text is split, and the
   same client output in every execution mode as ``run_sequential``.
+* ``assert_run_shape``: a whole run's chunks keep the order every run keeps
+  (one ``finish``, or ``error`` then the closing ``step-finish`` / ``finish``,
+  or ``tripwire`` / ``abort`` last); returns how the run ended.
 * ``fail_at`` / ``stall`` / ``drip``: fault injection on a scripted turn (an
   error at chunk k, a stall, a slow drip), on trio's clock.
 * ``collect_stream``: run an agent, keep its chunks and its result.
@@ -28,6 +31,8 @@ from ._faults import fail_at as fail_at
 from ._faults import stall as stall
 from ._reference import SequentialRun as SequentialRun
 from ._reference import run_sequential as run_sequential
+from ._run_shape import RunEnd as RunEnd
+from ._run_shape import assert_run_shape as assert_run_shape
 from ._script import Delay as Delay
 from ._script import ScriptError as ScriptError
 from ._script import ScriptExhausted as ScriptExhausted
@@ -44,12 +49,14 @@ __all__ = [
     "CollectedRun",
     "Delay",
     "RecordedCall",
+    "RunEnd",
     "ScriptError",
     "ScriptExhausted",
     "ScriptedModel",
     "ScriptedResponse",
     "SequentialRun",
     "assert_modes_agree",
+    "assert_run_shape",
     "assert_split_invariant",
     "collect_stream",
     "drip",

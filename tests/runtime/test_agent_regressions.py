@@ -410,7 +410,7 @@ def test_an_error_chunk_from_the_model_is_an_api_error(
         assert result.finish_reason == "error"
         assert result.error is not None
         assert "oops" in str(result.error)
-        assert types[-1] == "error"
+        assert types[-3:] == ["error", "step-finish", "finish"]
 
 
 @each_mode

@@ -117,7 +117,8 @@ async def test_a_truncated_stream_is_reported_as_an_error() -> None:
     assert result.finish_reason == "error"
     assert isinstance(result.error, ProviderError)
     assert result.error.code == "incomplete_stream"
-    assert types[-1] == "error"
+    # SPEC rule 18b: error, then the closing step-finish and finish.
+    assert types[-3:] == ["error", "step-finish", "finish"]
     assert len(server.requests) == 1  # no error processor: no retry
 
 

@@ -23,13 +23,18 @@ from _helpers import (
 
 from procession import Agent, MessageList, Processor
 from procession.actors import ExecutionMode
-from procession.chunks import ErrorChunk, TextDeltaChunk
+from procession.chunks import TextDeltaChunk
 from procession.processors import (
     ProcessInputStepArgs,
     ProcessorContractError,
     ProcessOutputStreamArgs,
 )
-from procession.testing import ScriptedModel, text_turn, tool_call_turn
+from procession.testing import (
+    ScriptedModel,
+    assert_run_shape,
+    text_turn,
+    tool_call_turn,
+)
 
 # === 1. Drop ====================================================================
 
@@ -148,7 +153,7 @@ async def test_rule11_returning_a_different_message_list_is_an_error(
     assert isinstance(result.error, ProcessorContractError)
     assert result.error.processor_id == "foreign"
     assert "different MessageList" in str(result.error)
-    assert isinstance(chunks[-1], ErrorChunk)
+    assert assert_run_shape(chunks) == "error"
     assert len(model.calls) == 1
 
 

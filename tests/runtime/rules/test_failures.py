@@ -13,9 +13,15 @@ from _helpers import Upper, each_mode, echo, prompt_texts, run_stream, types
 
 from procession import Agent, ConfigurationError, Processor, ProviderError
 from procession.actors import ExecutionMode
-from procession.chunks import ErrorChunk, TextDeltaChunk, TripwireChunk
+from procession.chunks import TextDeltaChunk, TripwireChunk
 from procession.processors import ProcessorError
-from procession.testing import Delay, ScriptedModel, text_turn, tool_call_turn
+from procession.testing import (
+    Delay,
+    ScriptedModel,
+    assert_run_shape,
+    text_turn,
+    tool_call_turn,
+)
 
 # === 2. on_error policies, in every hook kind ====================================
 
@@ -64,7 +70,7 @@ async def test_rule2_on_error_raise_ends_the_run_with_one_error_chunk(
     chunks, result = await run_stream(agent)
     assert calls == [hook]
     assert types(chunks).count("error") == 1
-    assert isinstance(chunks[-1], ErrorChunk)
+    assert assert_run_shape(chunks) == "error"
     assert result.finish_reason == "error"
     assert result.tripwire is None
     assert isinstance(result.error, ProcessorError)

@@ -26,7 +26,6 @@ from _helpers import (
 from procession import Agent, Processor, ProviderError, message_text
 from procession.actors import ExecutionMode
 from procession.chunks import (
-    ErrorChunk,
     FinishChunk,
     StepRetryChunk,
     TextDeltaChunk,
@@ -44,7 +43,13 @@ from procession.processors import (
     TextPart,
 )
 from procession.runtime import RETRY_FEEDBACK_TAG
-from procession.testing import Delay, ScriptedModel, text_turn, tool_call_turn
+from procession.testing import (
+    Delay,
+    ScriptedModel,
+    assert_run_shape,
+    text_turn,
+    tool_call_turn,
+)
 
 
 def feedback(reason: str) -> str:
@@ -574,7 +579,7 @@ async def test_rule9_a_terminal_error_is_shown_once(mode: ExecutionMode) -> None
     chunks, result = await run_stream(agent)
     assert observer.seen.count("error") == 1
     assert types(chunks).count("error") == 1
-    assert isinstance(chunks[-1], ErrorChunk)
+    assert assert_run_shape(chunks) == "error"
     assert result.error is failure
     assert result.finish_reason == "error"
 
@@ -609,4 +614,4 @@ async def test_rule9_every_terminal_path_ends_the_stream_and_settles_the_result(
         "tripwire": ("tripwire", "other"),
         "abort": ("abort", "aborted"),
     }[ending]
-    assert (chunks[-1].type, result.finish_reason) == expected
+    assert (assert_run_shape(chunks), result.finish_reason) == expected
