@@ -497,6 +497,31 @@ _STEP_MAPPINGS: Final = ("tools", "provider_options", "model_settings")
 _STEP_SEQUENCES: Final = ("messages", "system_messages", "active_tools")
 
 
+def is_tool_choice(value: object) -> bool:
+    """Whether ``value`` is a tool choice a provider understands: ``"auto"``,
+    ``"none"``, ``"required"`` or ``{"type": "tool", "tool_name": name}``
+    (``toolName`` as Mastra spells it)."""
+    if isinstance(value, str):
+        return value in ("auto", "none", "required")
+    if isinstance(value, Mapping):
+        name = value.get("tool_name", value.get("toolName"))
+        return value.get("type") == "tool" and isinstance(name, str)
+    return False
+
+
+def read_llm_response_result(value: object, processor_id: str) -> None:
+    """``process_llm_response`` returns nothing (the seed: ``undefined | void``;
+    the value is reserved). Anything else is an error, not silently dropped."""
+    if value is not None:
+        raise ProcessorContractError(
+            processor_id,
+            "process_llm_response",
+            f"returned {value!r}; expected None (it observes the response; to "
+            f"change what the client sees use process_output_stream, to change "
+            f"the conversation process_output_step)",
+        )
+
+
 def _check_step_fields(result: ProcessInputStepResult, processor_id: str) -> None:
     """The fields a step result changes must have the right shape: a wrong one
     would otherwise fail deep inside the model call, far from its cause."""
@@ -520,6 +545,13 @@ def _check_step_fields(result: ProcessInputStepResult, processor_id: str) -> Non
                 f"returned {name}={value!r}; expected a list (or None to keep the "
                 f"step's)",
             )
+    if result.tool_choice is not None and not is_tool_choice(result.tool_choice):
+        raise ProcessorContractError(
+            processor_id,
+            "process_input_step",
+            f"returned tool_choice={result.tool_choice!r}; expected 'auto', 'none', "
+            f"'required' or {{'type': 'tool', 'tool_name': ...}}",
+        )
     if result.active_tools is not None and not all(
         isinstance(n, str) for n in result.active_tools
     ):

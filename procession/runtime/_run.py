@@ -37,7 +37,12 @@ from ..data import (
     TripwireInfo,
     message_text,
 )
-from ..processors import ProcessionError, TripWire
+from ..processors import (
+    MessageList,
+    ProcessionError,
+    ProcessorContractError,
+    TripWire,
+)
 from ._hooks import HookLanes
 from ._state import (
     RETRY_FEEDBACK_TAG,
@@ -134,15 +139,36 @@ class Coordinator:
         original = copy.deepcopy(ml.get.input.db())
         while True:
             try:
+                emptied_by: str | None = None
                 for actor in actors:
+                    had_any = _has_conversation(ml)
+                    system = ml.get_system_messages()
+                    before = list(system)
                     result = await self._lanes.call(
                         actor,
                         "process_input",
                         messages=ml.get.input.db(),
-                        system_messages=ml.get_system_messages(),
+                        system_messages=system,
                         message_list=ml,
                     )
                     state.apply_messages(result, actor.id, "process_input", "input")
+                    if system != before and ml.get_system_messages() == before:
+                        # The seed: system messages "may be modified and returned";
+                        # an in-place edit without the return counts too.
+                        ml.clear_system_messages()
+                        ml.add_system(system)
+                    if had_any and not _has_conversation(ml):
+                        emptied_by = actor.id
+                    elif _has_conversation(ml):
+                        emptied_by = None
+                if emptied_by is not None:
+                    raise ProcessorContractError(
+                        emptied_by,
+                        "process_input",
+                        "left no user or assistant message in the conversation, "
+                        "so there is nothing to send the model; to reject the "
+                        "input call args.abort(reason) instead of returning []",
+                    )
                 return
             except TripWire as tripwire:
                 if not (tripwire.retry and state.may_retry()):
@@ -314,3 +340,8 @@ class Coordinator:
             state.final_text = "".join(
                 message_text(m) for m in ml.get.response.db() if m.role == "assistant"
             )
+
+
+def _has_conversation(ml: MessageList) -> bool:
+    """Whether the conversation holds a message the model can answer."""
+    return any(m.role != "system" for m in ml.get.all.db())

@@ -57,6 +57,7 @@ from ..processors._contract import (
     read_api_error_result,
     read_input_step_result,
     read_llm_request_result,
+    read_llm_response_result,
     read_message_result,
 )
 from ._hooks import HookLanes
@@ -423,13 +424,15 @@ class StepRunner:
             except TripWire as tripwire:
                 raise Terminal(tripwire=tripwire) from None
             except Terminal as failed:
-                # SPEC §1E.29: a failing error processor is logged and skipped.
-                logger.warning(
-                    "error processor %r failed; trying the next one: %r",
-                    actor.id,
-                    failed.error,
-                )
-                continue
+                # SPEC rule 18h: on_error applies here too. Under "raise" the run
+                # ends with the processor's error (its __cause__ the bug, which
+                # happened while the API error was being handled); "pass" is
+                # Mastra's fail-open (HookLanes.call returned None above).
+                bug = failed.error.__cause__ if failed.error is not None else None
+                if bug is not None and bug.__context__ is None:
+                    bug.__context__ = error
+                raise
+
             if read_api_error_result(raw, actor.id):
                 retry_by = actor.id  # the first {retry: True} wins (Mastra 1E.28)
                 break
@@ -452,7 +455,7 @@ class StepRunner:
     ) -> None:
         for actor in self._lanes.lane("process_llm_response", "input"):
             try:
-                await self._lanes.call(
+                raw_result = await self._lanes.call(
                     actor,
                     "process_llm_response",
                     chunks=tuple(raw),
@@ -466,6 +469,7 @@ class StepRunner:
                 )
             except TripWire as tripwire:
                 raise Terminal(tripwire=tripwire) from None
+            read_llm_response_result(raw_result, actor.id)
 
     async def _output_step(
         self, step_number: int, current: StepResult, tool_calls: list[ToolCallInfo]

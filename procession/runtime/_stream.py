@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import sniffio
 import trio
 
 from ..actors import (
@@ -33,7 +34,7 @@ from ..data import (
     StepResultInfo,
     Usage,
 )
-from ..processors import MessageList
+from ..processors import ConfigurationError, MessageList
 from ._hooks import HookLanes
 from ._result import AgentResult, build_result
 from ._run import Coordinator
@@ -216,6 +217,7 @@ async def open_stream(
     a cancel scope of its own, so ending the run never cancels the caller's code,
     and the caller's own exceptions come out of the block unwrapped (SPEC §2.7).
     """
+    _require_trio()
     state = RunState(spec=spec, message_list=message_list)
     run_scope = trio.CancelScope()
     send, receive = trio.open_memory_channel[Any](0)
@@ -271,3 +273,19 @@ async def open_stream(
                     stream._settle(control.abort())
     if body_error is not None:
         raise body_error
+
+
+def _require_trio() -> None:
+    """A run needs trio's scheduler; under asyncio (or no loop) say so plainly
+    instead of failing deep inside trio."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        library = None
+    if library != "trio":
+        where = f"from {library}" if library else "outside an event loop"
+        raise ConfigurationError(
+            f"procession runs on trio (or anyio's trio backend); this run was "
+            f"started {where}. Run it with trio.run(...), or anyio.run(..., "
+            f"backend='trio')"
+        )

@@ -111,7 +111,9 @@ class ToolCalls:
         return (True, result, [state.stamp(c) for c in emitter.custom])
 
     async def _failed(self, call: ToolCallInfo, error: Exception) -> ToolResultInfo:
-        text = str(error) if isinstance(error, ToolArgumentsError) else repr(error)
+        # Mastra sends the model the error's message (the type stays in the
+        # tool-error chunk); one without a message is named by its type.
+        text = str(error) or type(error).__name__
         _set_invocation(
             self._state.message_list,
             call,

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from .._errors import ProcessorContractError, ProcessorError, TripWire
+from .._errors import TripWire
 from ..actors import PipelineDriver, PipelineOutcome
 from ..actors._markers import Barrier, NewAttempt
 from ..data import (
@@ -37,6 +37,7 @@ from ..processors import (
 from ..processors._contract import (
     ProcessOutputStreamArgs,
     call_hook,
+    on_error_outcome,
     stream_result_error,
     tripwire_in,
 )
@@ -222,15 +223,20 @@ class _Run:
         return _End(tripwire, None, spec)
 
     def _failed(self, spec: ProcessorSpec, exc: Exception, chunk: Any) -> Any:
-        if spec.on_error == "pass":
-            logger.warning("processor %r failed; passing the chunk on", spec.id)
+        # The pipeline's own failure policy, so the two cannot drift apart (the
+        # error's __cause__, the tripwire's reason, a contract error unwrapped).
+        outcome = on_error_outcome(
+            spec.on_error,
+            spec.id,
+            "process_output_stream",
+            exc,
+            passing="passing the chunk on unchanged",
+        )
+        if outcome is None:
             return chunk
-        if spec.on_error == "block":
-            tripwire = TripWire(f"{spec.id} failed: {exc}", processor_id=spec.id)
-            raise _End(tripwire, None, spec)
-        if isinstance(exc, ProcessorContractError):
-            raise _End(None, exc, spec)  # it names the processor and hook itself
-        raise _End(None, ProcessorError(spec.id, "process_output_stream", exc), spec)
+        if isinstance(outcome, TripWire):
+            raise _End(outcome, None, spec)
+        raise _End(None, outcome, spec)
 
 
 def _valid(result: Any) -> bool:

@@ -19,7 +19,7 @@ from _helpers import (
     user_message,
 )
 
-from procession import Agent, Processor, ProviderError
+from procession import Agent, Processor, ProcessorError, ProviderError
 from procession.chunks import FinishChunk, TextDeltaChunk
 from procession.processors import (
     ProcessAPIErrorArgs,
@@ -180,16 +180,44 @@ async def test_api_error_handlers_share_state_with_other_hooks() -> None:
     assert result.text == "short"
 
 
-async def test_a_failing_api_error_handler_is_skipped() -> None:
-    class Broken(Processor):
-        id = "broken"
+class BrokenHandler(Processor):
+    id = "broken"
 
-        def process_api_error(self, args: ProcessAPIErrorArgs) -> Any:
-            raise RuntimeError("handler bug")
+    def process_api_error(self, args: ProcessAPIErrorArgs) -> Any:
+        raise RuntimeError("handler bug")
 
+
+class LenientHandler(BrokenHandler):
+    on_error = "pass"
+
+
+async def test_a_failing_api_error_handler_ends_the_run_under_raise() -> None:
+    # SPEC rule 18h: on_error applies to process_api_error as to every hook.
+    api_error = ProviderError("x", status_code=500)
+    model = ScriptedModel([api_error, "fine"])
+    agent = Agent(
+        id="a",
+        model=model,
+        error_processors=[BrokenHandler(), RetryApiErrors(times=1)],
+    )
+    result = await agent.generate("hi")
+    assert len(model.calls) == 1  # the next error processor was not asked
+    assert result.finish_reason == "error"
+    assert isinstance(result.error, ProcessorError)
+    assert result.error.processor_id == "broken"
+    assert "handler bug" in str(result.error)
+    bug = result.error.__cause__
+    assert isinstance(bug, RuntimeError)
+    assert bug.__context__ is api_error
+
+
+async def test_a_failing_api_error_handler_is_skipped_under_pass() -> None:
+    # Mastra's fail-open, for those who ask for it.
     model = ScriptedModel([ProviderError("x", status_code=500), "fine"])
     agent = Agent(
-        id="a", model=model, error_processors=[Broken(), RetryApiErrors(times=1)]
+        id="a",
+        model=model,
+        error_processors=[LenientHandler(), RetryApiErrors(times=1)],
     )
     result = await agent.generate("hi")
     assert result.text == "fine"
