@@ -9,6 +9,7 @@
 from ._prefill import PREFILL_ERROR_PATTERNS as PREFILL_ERROR_PATTERNS
 from ._prefill import PREFILL_REMINDER_TEXT as PREFILL_REMINDER_TEXT
 from ._prefill import PREFILL_REMINDER_TYPE as PREFILL_REMINDER_TYPE
+from ._prefill import PREFILL_SIGNAL as PREFILL_SIGNAL
 from ._prefill import PrefillErrorHandler as PrefillErrorHandler
 from ._prefill import is_prefill_error as is_prefill_error
 from ._stream_error_retry import (
@@ -38,6 +39,7 @@ __all__ = [
     "PREFILL_ERROR_PATTERNS",
     "PREFILL_REMINDER_TEXT",
     "PREFILL_REMINDER_TYPE",
+    "PREFILL_SIGNAL",
     "PrefillErrorHandler",
     "RETRYABLE_OPENAI_ERROR_CODES",
     "RetryMatcher",

@@ -2,11 +2,12 @@
 
 Some models refuse a conversation that ends with an assistant message (Anthropic
 models with extended thinking, Claude 4.6-like models, Gemini 3+). On such an
-error, at the first attempt only, this error processor appends a user message
-``<system-reminder>continue</system-reminder>`` (tagged in
-``content.metadata["systemReminder"]``) so the conversation ends with a user
-turn, and asks for a retry. Mastra's legacy, tested behaviour (reference §2.6);
-its newer version sends a signal instead, which procession does not have yet.
+error, at the first attempt only, this error processor sends the reactive
+signal current Mastra sends (reference §2.6, SPEC rule 18f): a user message
+``<system-reminder type="anthropic-prefill-processor-retry">continue
+</system-reminder>`` (tagged in ``content.metadata["systemReminder"]``) so the
+conversation ends with a user turn, and a ``data-signal`` chunk (transient) that
+tells the client; then it asks for a retry.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "PREFILL_ERROR_PATTERNS",
     "PREFILL_REMINDER_TEXT",
     "PREFILL_REMINDER_TYPE",
+    "PREFILL_SIGNAL",
     "PrefillErrorHandler",
     "is_prefill_error",
 ]
@@ -39,8 +41,20 @@ PREFILL_ERROR_PATTERNS: Final = (
 """What a provider says when it rejects a conversation ending in an assistant
 turn (the last one is Gemini 3+)."""
 
-PREFILL_REMINDER_TEXT: Final = "<system-reminder>continue</system-reminder>"
 PREFILL_REMINDER_TYPE: Final = "anthropic-prefill-processor-retry"
+PREFILL_REMINDER_TEXT: Final = (
+    f'<system-reminder type="{PREFILL_REMINDER_TYPE}">continue</system-reminder>'
+)
+"""The signal as the model reads it (Mastra renders a signal as
+``<tagName attr="...">contents</tagName>``)."""
+PREFILL_SIGNAL: Final[Mapping[str, Any]] = {
+    "type": "reactive",
+    "tagName": "system-reminder",
+    "contents": "continue",
+    "attributes": {"type": PREFILL_REMINDER_TYPE},
+    "metadata": {"message": "Continuing after prefill error"},
+}
+"""The ``data`` of the ``data-signal`` chunk, as Mastra's ``sendSignal`` sends it."""
 
 
 def _texts(error: BaseException) -> list[str]:
@@ -75,9 +89,9 @@ def is_prefill_error(error: object) -> bool:
 
 class PrefillErrorHandler(Processor):
     """An error processor: on an assistant-prefill rejection at ``retry_count ==
-    0``, append a ``continue`` reminder as a user message (source ``input``) and
-    retry. Other errors, and later attempts, are left alone (``None``, the
-    message list untouched)."""
+    0``, send the ``continue`` signal (a user message, source ``input``, and a
+    transient ``data-signal`` chunk) and retry. Other errors, and later
+    attempts, are left alone (``None``, the message list untouched)."""
 
     id = "prefill-error-handler"
     _name = "Prefill Error Handler"
@@ -85,7 +99,8 @@ class PrefillErrorHandler(Processor):
     def process_api_error(
         self, args: ProcessAPIErrorArgs
     ) -> ProcessAPIErrorResult | None:
-        """Append the reminder and retry, for a prefill error at the first attempt."""
+        """Send the ``continue`` signal and retry, for a prefill error at the first
+        attempt."""
         if args.retry_count > 0 or not is_prefill_error(args.error):
             return None
         metadata: dict[str, Any] = {"systemReminder": {"type": PREFILL_REMINDER_TYPE}}
@@ -96,4 +111,8 @@ class PrefillErrorHandler(Processor):
             ),
         )
         args.message_list.add(reminder, "input")
+        if args.writer is not None:
+            args.writer.custom_nowait(
+                {"type": "data-signal", "data": dict(PREFILL_SIGNAL), "transient": True}
+            )
         return ProcessAPIErrorResult(retry=True)

@@ -10,12 +10,19 @@ import trio
 import trio.testing
 
 from procession import Agent, ProviderError
-from procession.chunks import ErrorChunk, StepRetryChunk, TextDeltaChunk, to_wire
+from procession.chunks import (
+    DataChunk,
+    ErrorChunk,
+    StepRetryChunk,
+    TextDeltaChunk,
+    to_wire,
+)
 from procession.processors import (
     PrefillErrorHandler,
     PromptTextPart,
     StreamErrorRetryProcessor,
 )
+from procession.processors.builtin import PREFILL_REMINDER_TEXT, PREFILL_SIGNAL
 from procession.testing import ScriptedModel
 
 
@@ -117,18 +124,26 @@ async def test_prefill_handler_retries_with_a_trailing_user_turn() -> None:
     )
     model = ScriptedModel([failure, "continued"])
     agent = Agent(id="a", model=model, error_processors=[PrefillErrorHandler()])
-    result = await agent.generate(
+    async with agent.stream(
         [
             {"role": "user", "content": "write a poem"},
             {"role": "assistant", "content": "Roses are"},
         ]
-    )
+    ) as stream:
+        chunks = [c async for c in stream]
+        result = await stream.result()
     assert len(model.calls) == 2
+    # Current Mastra's signal: the client is told, transiently.
+    [signal] = [c for c in chunks if isinstance(c, DataChunk)]
+    assert signal.type == "data-signal"
+    assert signal.data == PREFILL_SIGNAL
+    assert signal.transient is True
+    assert [c.type for c in chunks].index("data-signal") < [
+        c.type for c in chunks
+    ].index("step-retry")
     assert result.text == "continued"
     retried = [m for m in model.calls[1].prompt if m.role != "system"]
     assert retried[-1].role == "user"
-    assert retried[-1].content == (
-        PromptTextPart(text="<system-reminder>continue</system-reminder>"),
-    )
+    assert retried[-1].content == (PromptTextPart(text=PREFILL_REMINDER_TEXT),)
     first = [m for m in model.calls[0].prompt if m.role != "system"]
     assert first[-1].role == "assistant"

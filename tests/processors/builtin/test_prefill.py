@@ -1,6 +1,7 @@
-"""``PrefillErrorHandler`` (reference mastra-semantics §2.6, the legacy tested
-variant): on an assistant-prefill rejection at the first attempt, append a
-``continue`` reminder as a user message and retry."""
+"""``PrefillErrorHandler`` (reference mastra-semantics §2.6, current Mastra's
+signal, SPEC rule 18f): on an assistant-prefill rejection at the first attempt,
+append a ``continue`` reminder as a user message, write a ``data-signal`` chunk
+and retry."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ from procession.processors import (
 )
 
 RETRY = ProcessAPIErrorResult(retry=True)
-REMINDER = "<system-reminder>continue</system-reminder>"
+REMINDER = (
+    '<system-reminder type="anthropic-prefill-processor-retry">continue'
+    "</system-reminder>"
+)
 
 
 def make_args(
