@@ -75,7 +75,10 @@ class PromptReasoningPart:
     signature: str | None = None
     redacted_data: str | None = None
     provider_options: ProviderOptions | None = attrs.field(default=None, kw_only=True)
-    type: Literal["reasoning"] = attrs.field(default="reasoning", init=False)
+    type: str = attrs.field(default="reasoning", kw_only=True)
+    """``"reasoning"``, or the type a processor gave the message part (the
+    seed's ReasoningTransformer renames it ``"thinking"``): the edit reaches
+    the request. Providers recognise the part by its class either way."""
 
 
 @attrs.frozen
@@ -212,8 +215,9 @@ def to_prompt_messages(messages: Iterable[Message]) -> list[PromptMessage]:
       new step: the model can only have written it after seeing the result.
       Provider-executed tool results stay inside the assistant message;
     - reasoning parts are recognised by class, so one whose ``type`` was renamed
-      (e.g. to ``"thinking"``) is still sent; each text detail becomes one
-      reasoning part with its signature, each redacted detail one with its data;
+      (e.g. to ``"thinking"``) is still sent, with that ``type``; each text
+      detail becomes one reasoning part with its signature, each redacted detail
+      one with its data;
     - ``data-*``, source, ``step-start`` and unknown parts are not sent; every
       other part is sent whatever its ``visibility`` (``"llm"`` means "for the
       model only", so it is sent too);
@@ -320,20 +324,26 @@ def _convert_assistant(message: Message) -> Iterator[PromptMessage]:
 
 def _reasoning(part: ReasoningPart) -> Iterator[PromptReasoningPart]:
     options = _opts(part)
+    kind = part.type
     if not part.details:
         # Some providers (OpenAI) attach an encrypted reasoning item in the
         # metadata of an empty reasoning part; it must still be sent back.
         if part.reasoning or options:
-            yield PromptReasoningPart(part.reasoning, provider_options=options)
+            yield PromptReasoningPart(
+                part.reasoning, provider_options=options, type=kind
+            )
         return
     for detail in part.details:
         if detail.type == "redacted":
             yield PromptReasoningPart(
-                "", redacted_data=detail.data, provider_options=options
+                "", redacted_data=detail.data, provider_options=options, type=kind
             )
         else:
             yield PromptReasoningPart(
-                detail.text or "", signature=detail.signature, provider_options=options
+                detail.text or "",
+                signature=detail.signature,
+                provider_options=options,
+                type=kind,
             )
 
 

@@ -168,6 +168,9 @@ def test_reasoning_transformer_renames_type_in_place_and_reasoning_still_sent() 
     assert isinstance(stored, ReasoningPart)
     assert to_prompt_messages(ml.get.all.db()) == [
         PromptAssistantMessage(
-            [PromptReasoningPart("think", signature="sig-1"), PromptTextPart("answer")]
+            [
+                PromptReasoningPart("think", signature="sig-1", type="thinking"),
+                PromptTextPart("answer"),
+            ]
         )
     ]

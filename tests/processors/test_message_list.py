@@ -740,8 +740,8 @@ def test_prompt_reasoning_keeps_signatures_and_redacted_data() -> None:
     assert to_prompt_messages([message]) == [
         PromptAssistantMessage(
             [
-                PromptReasoningPart("a", signature="sig-a"),
-                PromptReasoningPart("", redacted_data="opaque"),
+                PromptReasoningPart("a", signature="sig-a", type="thinking"),
+                PromptReasoningPart("", redacted_data="opaque", type="thinking"),
                 PromptReasoningPart("plain"),
                 PromptReasoningPart("", provider_options={"openai": {"itemId": "r1"}}),
                 PromptTextPart("answer"),

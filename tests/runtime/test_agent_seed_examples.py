@@ -992,8 +992,9 @@ async def test_reasoning_transformer_renames_earlier_reasoning_parts() -> None:
         for part in m.content
         if isinstance(part, PromptReasoningPart)
     ]
-    assert [(p.text, p.signature) for p in sent] == [
-        ("The user wants weather.", "sig-1")
+    # ... as the processor renamed it: the edit reaches the request.
+    assert [(p.text, p.signature, p.type) for p in sent] == [
+        ("The user wants weather.", "sig-1", "thinking")
     ]
 
 
