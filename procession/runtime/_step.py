@@ -101,16 +101,15 @@ class StepRunner:
         # Everything the model sent has reached the client end: in-band signals
         # on its chunks are decided, and the view holds what the client saw.
         await control.settle()
+        current = _step_result(step_number, view, finish)
         await self._llm_response(
-            step_number,
             config,
+            current,
             [step_start, *raw, self._model_finish_chunk(finish)],
             finish,
             cached,
         )
-        return await self._finish_attempt(
-            step_number, config, view, finish, response_id
-        )
+        return await self._finish_attempt(config, view, finish, response_id, current)
 
     def _model_finish_chunk(self, finish: ModelFinish) -> FinishChunk:
         """The step's finish information as the model gave it, as a chunk (for
@@ -142,46 +141,25 @@ class StepRunner:
 
     async def _finish_attempt(
         self,
-        step_number: int,
         config: StepConfig,
         view: StepView,
         finish: ModelFinish,
         response_id: str,
+        current: StepResult,
     ) -> bool:
         """Keep the attempt's message, run the step's hooks and tools, close the
         step with ``step-finish``; record it (or raise ``Retry`` / ``Terminal``).
         """
         state = self._state
         ml = state.message_list
+        step_number = current.step_number
         ml.mark_response_message_boundary()
         message = view.build_message(f"{config.model.provider}/{config.model.model_id}")
         message.id = response_id
         view.message = message
         built = len(view.text)
         ml.add(message, "response")
-        tool_calls = [
-            ToolCallInfo(
-                tool_call_id=c.payload.tool_call_id,
-                tool_name=c.payload.tool_name,
-                args=c.payload.args,
-                provider_executed=c.payload.provider_executed,
-            )
-            for c in view.tool_calls
-        ]
-        current = StepResult(
-            step_number=step_number,
-            text=view.text_value,
-            reasoning=view.reasoning_value,
-            tool_calls=tuple(tool_calls),
-            finish_reason=finish.finish_reason,
-            usage=finish.usage,
-            warnings=tuple(finish.warnings),
-            provider_metadata=finish.provider_metadata,
-            sources=tuple(view.sources),
-            files=tuple(view.files),
-            request=finish.request,
-            response=finish.raw_response,
-        )
+        tool_calls = list(current.tool_calls)
         try:
             await self._output_step(step_number, current, tool_calls)
             results = await self._tools.run(step_number, config, tool_calls)
@@ -447,9 +425,9 @@ class StepRunner:
 
     async def _llm_response(
         self,
-        step_number: int,
         config: StepConfig,
-        raw: list[Any],
+        current: StepResult,
+        chunks: list[Any],
         finish: ModelFinish,
         cached: Sequence[Any] | None,
     ) -> None:
@@ -458,10 +436,11 @@ class StepRunner:
                 raw_result = await self._lanes.call(
                     actor,
                     "process_llm_response",
-                    chunks=tuple(raw),
+                    chunks=tuple(chunks),
                     model=config.model,
-                    step_number=step_number,
-                    steps=tuple(self._state.steps),
+                    step_number=current.step_number,
+                    # The seed: every step so far, this one included.
+                    steps=(*self._state.steps, current),
                     from_cache=cached is not None,
                     warnings=tuple(finish.warnings),
                     request=finish.request,
@@ -534,6 +513,32 @@ def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
         str(message or error),
         body={"type": "error", "error": error},
         code=code if isinstance(code, str) else None,
+    )
+
+
+def _step_result(step_number: int, view: StepView, finish: ModelFinish) -> StepResult:
+    """The step as the client received it and the model ended it."""
+    return StepResult(
+        step_number=step_number,
+        text=view.text_value,
+        reasoning=view.reasoning_value,
+        tool_calls=tuple(
+            ToolCallInfo(
+                tool_call_id=c.payload.tool_call_id,
+                tool_name=c.payload.tool_name,
+                args=c.payload.args,
+                provider_executed=c.payload.provider_executed,
+            )
+            for c in view.tool_calls
+        ),
+        finish_reason=finish.finish_reason,
+        usage=finish.usage,
+        warnings=tuple(finish.warnings),
+        provider_metadata=finish.provider_metadata,
+        sources=tuple(view.sources),
+        files=tuple(view.files),
+        request=finish.request,
+        response=finish.raw_response,
     )
 
 

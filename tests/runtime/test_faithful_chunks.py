@@ -367,3 +367,21 @@ async def test_custom_chunks_of_a_step_and_of_data_are_data_chunks() -> None:
     assert data.data == {"city": "Rome"}
     assert result.custom_chunks == (data,)
     assert isinstance(chunks[types(chunks).index("step-finish")], StepFinishChunk)
+
+
+async def test_process_llm_response_steps_include_this_step() -> None:
+    seen: list[tuple[int, list[tuple[int, str]]]] = []
+
+    class Steps(Processor):
+        id = "steps"
+
+        def process_llm_response(self, args: ProcessLLMResponseArgs) -> None:
+            seen.append(
+                (args.step_number, [(s.step_number, s.text) for s in args.steps])
+            )
+
+    model = ScriptedModel([tool_call_turn("lookup", {"city": "Oslo"}), "done"])
+    agent = Agent(id="a", model=model, tools=[lookup], input_processors=[Steps()])
+    await agent.generate("hi")
+    # The seed: "every step completed so far, this one included".
+    assert seen == [(0, [(0, "")]), (1, [(0, ""), (1, "done")])]
