@@ -10,10 +10,16 @@ import trio
 import trio.testing
 from _helpers import MODES, StreamGuard, Upper, echo, run_stream, wire
 
-from procession import Agent, Processor
+from procession import Agent, Processor, ProviderError
 from procession.chunks import TextDeltaChunk, data
 from procession.processors import ProcessOutputStreamArgs
-from procession.testing import ScriptedModel, text_turn, tool_call_turn
+from procession.testing import (
+    ScriptedModel,
+    assert_run_shape,
+    fail_at,
+    text_turn,
+    tool_call_turn,
+)
 
 # === 10. Sequential equivalence at agent level ===================================
 
@@ -56,6 +62,21 @@ def equivalence_scenario(name: str) -> tuple[ScriptedModel, dict[str, Any]]:
     elif name == "tripwire":
         turns = [text_turn("one two um secret three four")]
         processors.append(StreamGuard(log))
+    elif name == "error":
+        turns = [
+            tool_call_turn("echo", {"text": "a"}),
+            fail_at(text_turn("it um broke here"), 3, ProviderError("gone")),
+        ]
+    elif name == "step-abort":
+        turns = [text_turn("an um answer")]
+
+        class RejectStep(Processor):
+            id = "reject-step"
+
+            def process_output_step(self, args: Any) -> None:
+                args.abort("not this one")
+
+        processors.append(RejectStep())
     else:
         turns = [text_turn("a bad um answer"), text_turn("a good um answer")]
 
@@ -78,7 +99,9 @@ def equivalence_scenario(name: str) -> tuple[ScriptedModel, dict[str, Any]]:
     return ScriptedModel(turns), options
 
 
-@pytest.mark.parametrize("scenario", ["tools", "tripwire", "retry"])
+@pytest.mark.parametrize(
+    "scenario", ["tools", "tripwire", "retry", "error", "step-abort"]
+)
 async def test_rule10_fused_and_actors_runs_give_identical_chunks(
     scenario: str, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -88,6 +111,10 @@ async def test_rule10_fused_and_actors_runs_give_identical_chunks(
         log = options.pop("log")
         agent = Agent(id="a", model=model, execution_mode=mode, **options)
         chunks, result = await run_stream(agent, run_id="same-run")
+        expected = {"tripwire": "tripwire", "step-abort": "tripwire"}
+        assert assert_run_shape(chunks) == expected.get(
+            scenario, "error" if scenario == "error" else "finish"
+        )
         outcomes.append(
             (
                 wire(chunks),
