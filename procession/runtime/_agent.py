@@ -31,6 +31,7 @@ from ._options import (
     UseAgentDefault,
     check_execution_mode,
     check_int,
+    check_seconds,
     or_default,
     reject_unknown,
     resolve_lane,
@@ -43,6 +44,8 @@ from .tools import Tool, ToolSet
 __all__ = ["Agent"]
 
 _DEFAULT_BUDGET_WITH_ERROR_PROCESSORS: Final = 10  # the seed's number (SPEC §2.3)
+DEFAULT_IDLE_TIMEOUT: Final = 60.0
+"""Seconds a model stream may go without an event before ``ModelIdleTimeout``."""
 
 LaneOption: TypeAlias = ProcessorList | UseAgentDefault | None
 """A lane per call: a list, a callable of the request context, or the default."""
@@ -69,6 +72,14 @@ class Agent:
         model_settings: temperature, max_tokens, ...; provider_options: per
             provider.
         execution_mode: how output processors run (``"fused"`` or ``"actors"``).
+        idle_timeout: seconds the model stream may go without an *event* (60 by
+            default; ``None`` turns it off). The timer runs only while the run
+            waits for the model, not while the consumer holds the stream back.
+            It ends the model call with ``ModelIdleTimeout``, which error
+            processors see and ``StreamErrorRetryProcessor`` retries.
+        run_deadline: seconds the whole run may take (off by default); past it
+            the run fails with ``RunDeadlineExceeded`` (never retried). These two
+            are policies; a caller's own cancel scope works as ever.
 
     Per-call options of ``generate`` / ``stream`` replace these for one call;
     ``USE_AGENT_DEFAULT`` (the default of each) keeps the agent's.
@@ -94,6 +105,8 @@ class Agent:
         provider_options: Mapping[str, Any] | None = None,
         tool_choice: Any = "auto",
         execution_mode: ExecutionMode = "fused",
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        run_deadline: float | None = None,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ConfigurationError(f"Agent id must be a non-empty str, got {id!r}")
@@ -130,6 +143,8 @@ class Agent:
         self.provider_options = dict(provider_options or {})
         self.tool_choice = tool_choice
         self.execution_mode: ExecutionMode = check_execution_mode(execution_mode)
+        self.idle_timeout = check_seconds("idle_timeout", idle_timeout)
+        self.run_deadline = check_seconds("run_deadline", run_deadline)
 
     def __repr__(self) -> str:
         return f"<Agent id={self.id!r}>"
@@ -164,6 +179,12 @@ class Agent:
         model = options["model"]
         execution_mode = options["execution_mode"]
         run_id = options["run_id"]
+        idle_timeout = check_seconds(
+            "idle_timeout", or_default(options["idle_timeout"], self.idle_timeout)
+        )
+        run_deadline = check_seconds(
+            "run_deadline", or_default(options["run_deadline"], self.run_deadline)
+        )
         thread_id = options["thread_id"]
         resource_id = options["resource_id"]
         context = (
@@ -212,6 +233,8 @@ class Agent:
             model_settings={**self.model_settings, **(model_settings or {})},
             provider_options={**self.provider_options, **(provider_options or {})},
             mode=mode,
+            idle_timeout=idle_timeout,
+            run_deadline=run_deadline,
         )
         return spec, self._conversation(messages, context, thread_id, resource_id)
 
@@ -258,6 +281,8 @@ class Agent:
         active_tools: Sequence[str] | None = None,
         model: LanguageModel | str | UseAgentDefault = USE_AGENT_DEFAULT,
         execution_mode: ExecutionMode | UseAgentDefault = USE_AGENT_DEFAULT,
+        idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
+        run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
         run_id: str | None = None,
         thread_id: str | None = None,
         resource_id: str | None = None,
@@ -293,6 +318,8 @@ class Agent:
         active_tools: Sequence[str] | None = None,
         model: LanguageModel | str | UseAgentDefault = USE_AGENT_DEFAULT,
         execution_mode: ExecutionMode | UseAgentDefault = USE_AGENT_DEFAULT,
+        idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
+        run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
         run_id: str | None = None,
         thread_id: str | None = None,
         resource_id: str | None = None,
@@ -312,7 +339,8 @@ class Agent:
         ``max_processor_retries``, ``prepare_step``, ``request_context``,
         ``max_steps``, ``model_settings``, ``provider_options`` (merged into the
         agent's), ``tool_choice``, ``active_tools``, ``model``,
-        ``execution_mode``, ``run_id``, ``thread_id``, ``resource_id``.
+        ``execution_mode``, ``idle_timeout``, ``run_deadline``, ``run_id``,
+        ``thread_id``, ``resource_id``.
         """
         reject_unknown("generate", unexpected)
         spec, message_list = self._prepare(messages, _options_of(locals()))

@@ -22,6 +22,7 @@ __all__ = [
     "UseAgentDefault",
     "check_execution_mode",
     "check_int",
+    "check_seconds",
     "or_default",
     "reject_unknown",
     "resolve_lane",
@@ -47,6 +48,8 @@ CALL_OPTIONS: Final = (
     "active_tools",
     "model",
     "execution_mode",
+    "idle_timeout",
+    "run_deadline",
     "run_id",
     "thread_id",
     "resource_id",
@@ -114,6 +117,22 @@ def check_int(name: str, value: Any, *, minimum: int, allow_none: bool) -> None:
             f"{name} must be an int >= {minimum}"
             f"{' or None' if allow_none else ''}, got {value!r}"
         )
+
+
+def check_seconds(name: str, value: Any) -> float | None:
+    """A policy's seconds: a positive number, or None (off)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not value > 0
+        or value != value  # NaN
+    ):
+        raise ConfigurationError(
+            f"{name} must be a positive number of seconds or None (off), got {value!r}"
+        )
+    return float(value)
 
 
 def check_execution_mode(value: Any) -> ExecutionMode:

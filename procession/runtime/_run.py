@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from typing import Any
 
 import attrs
@@ -41,6 +42,7 @@ from ..processors import (
     MessageList,
     ProcessionError,
     ProcessorContractError,
+    RunDeadlineExceeded,
     TripWire,
 )
 from ._hooks import HookLanes
@@ -73,43 +75,54 @@ class Coordinator:
         proposed as the run's end, never raised (``generate`` does not raise).
         Checkpoints throughout; it runs in the run's cancel scope, and the
         ``Cancelled`` that ends it (the outcome was decided) propagates."""
-        state, control = self._state, self._control
+        state = self._state
+        deadline = state.spec.run_deadline
         with send:
-            try:
-                await self._input_phase()
-                await control.inject(StartChunk(run_id=state.run_id))
-                await self._step_loop()
-                # Mastra 1I.67: process_output_result runs once the final finish
-                # chunk has been through the output processors (a processor may
-                # flush held-back text on it).
-                await control.inject(
-                    FinishChunk(
-                        payload=FinishPayload(
-                            step_result=StepResultInfo(reason=state.finish_reason),
-                            output=StepOutput(usage=state.usage),
-                        ),
-                        run_id=state.run_id,
-                    )
-                )
-                await control.settle()
-                self._late_text()
-                await self._output_result()
-            except Terminal as end:
-                await self._end(end)
-            except RetryRequested as late:
-                # Only an attempt's settle can grant a retry; defensive.
-                await self._end(Terminal(tripwire=late.tripwire))
-            except ProcessionError as exc:
-                # A processor broke the contract (wrong return type, a different
-                # MessageList, a bad model id...): the run fails with that error.
-                await self._end(Terminal(error=exc))
-            except Exception as exc:
-                # Anything else is a bug (ours or a processor's that slipped past
-                # the contract checks): the run fails with it rather than tearing
-                # the caller's block down with an exception group.
-                logger.exception("run %s failed unexpectedly", state.run_id)
-                await self._end(Terminal(error=exc))
+            with trio.move_on_after(
+                math.inf if deadline is None else deadline
+            ) as deadline_scope:
+                await self._run_to_end()
+            if deadline_scope.cancelled_caught and deadline is not None:
+                await self._end(Terminal(error=RunDeadlineExceeded(deadline)))
             state.completed = True
+
+    async def _run_to_end(self) -> None:
+        """Every phase, then the run's end (or the end a failure proposes)."""
+        state, control = self._state, self._control
+        try:
+            await self._input_phase()
+            await control.inject(StartChunk(run_id=state.run_id))
+            await self._step_loop()
+            # Mastra 1I.67: process_output_result runs once the final finish
+            # chunk has been through the output processors (a processor may
+            # flush held-back text on it).
+            await control.inject(
+                FinishChunk(
+                    payload=FinishPayload(
+                        step_result=StepResultInfo(reason=state.finish_reason),
+                        output=StepOutput(usage=state.usage),
+                    ),
+                    run_id=state.run_id,
+                )
+            )
+            await control.settle()
+            self._late_text()
+            await self._output_result()
+        except Terminal as end:
+            await self._end(end)
+        except RetryRequested as late:
+            # Only an attempt's settle can grant a retry; defensive.
+            await self._end(Terminal(tripwire=late.tripwire))
+        except ProcessionError as exc:
+            # A processor broke the contract (wrong return type, a different
+            # MessageList, a bad model id...): the run fails with that error.
+            await self._end(Terminal(error=exc))
+        except Exception as exc:
+            # Anything else is a bug (ours or a processor's that slipped past
+            # the contract checks): the run fails with it rather than tearing
+            # the caller's block down with an exception group.
+            logger.exception("run %s failed unexpectedly", state.run_id)
+            await self._end(Terminal(error=exc))
 
     async def _end(self, end: Terminal) -> None:
         if end.tripwire is not None:

@@ -122,6 +122,10 @@ class RunSpec:
     model_settings: Mapping[str, Any]
     provider_options: Mapping[str, Any]
     mode: ExecutionMode
+    idle_timeout: float | None = None
+    """Seconds the model stream may go without an event (``None``: off)."""
+    run_deadline: float | None = None
+    """Seconds the whole run may take (``None``: off)."""
 
     @property
     def model_label(self) -> str:

@@ -14,13 +14,19 @@ step. A rejected attempt is closed by its ``step-retry`` chunk instead.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn
 
 import attrs
 import trio
 
-from ..actors import ProcessorActor, RetryRequested, RunControl
+from ..actors import (
+    ProcessorActor,
+    RetryRequested,
+    RunControl,
+    unwrapping_a_lone_exception,
+)
 from ..chunks import CHUNK_CLASSES, from_wire
 from ..data import (
     ErrorChunk,
@@ -46,6 +52,7 @@ from ..data import (
 from ..models import ModelFinish, ModelRequest, ToolDefinition
 from ..processors import (
     MessageList,
+    ModelIdleTimeout,
     ProcessInputStepResult,
     ProcessionError,
     ProcessorContractError,
@@ -344,32 +351,20 @@ class StepRunner:
                 raw.append(chunk)
                 await control.inject(state.stamp(chunk))
             return raw, told or ModelFinish(finish_reason=_replay_reason(raw))
+        idle = state.spec.idle_timeout
+        watch = _IdleWatch(idle if idle is not None else math.inf)
         try:
-            with control.reading() as scope:
-                async with config.model.stream(_request(config, prompt)) as response:
-                    async for chunk in response:
-                        cls = chunk.__class__
-                        if cls in _LIFECYCLE:
-                            if isinstance(chunk, ErrorChunk):
-                                # A model that reports a failure as a chunk
-                                # rather than raising: the same path as a
-                                # raised error.
-                                raise _error_from_chunk(chunk)
-                            told = _told(chunk, told)
-                            continue
-                        raw.append(chunk)
-                        if control.ended:
-                            state.model_chunks_after_end += 1
-                            continue
-                        await control.inject(state.stamp(chunk))
-                        if control.retry_requested:
-                            break
-                    finish = _merged(response.finish, told) or ModelFinish(
-                        finish_reason=_replay_reason(raw)
-                    )
-            if scope.cancelled_caught:
-                return raw, ModelFinish(finish_reason="other")
-            return raw, finish
+            # The watchdog beside the read: a nursery per model call, not a
+            # cancel-scope deadline moved on every chunk (twice the cost).
+            with unwrapping_a_lone_exception():
+                async with trio.open_nursery() as watching:
+                    if idle is not None:
+                        watching.start_soon(watch.run)
+                    raw_finish = await self._read_model(config, prompt, raw, watch)
+                    watching.cancel_scope.cancel()
+            if watch.fired:
+                raise ModelIdleTimeout(idle or 0.0, provider=config.model.provider)
+            return raw_finish
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise  # the client end is gone: the run is being torn down
         except ProcessionError as exc:
@@ -380,6 +375,51 @@ class StepRunner:
             await self._api_error(step_number, exc)
         except Exception as exc:
             await self._api_error(step_number, exc)
+
+    async def _read_model(
+        self,
+        config: StepConfig,
+        prompt: list[Any],
+        raw: list[Any],
+        watch: _IdleWatch,
+    ) -> tuple[list[Any], ModelFinish]:
+        """Stream the model into the pipeline; ``watch`` is told when the run
+        waits for the model (its timer runs only then) and cancels the read if
+        the model goes quiet too long."""
+        state, control = self._state, self._control
+        told: ModelFinish | None = None
+        with control.reading() as scope, watch.scope:
+            async with config.model.stream(_request(config, prompt)) as response:
+                iterator = response.__aiter__()
+                while True:
+                    watch.since = trio.current_time()
+                    try:
+                        chunk = await iterator.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    finally:
+                        watch.since = None
+                    cls = chunk.__class__
+                    if cls in _LIFECYCLE:
+                        if isinstance(chunk, ErrorChunk):
+                            # A model that reports a failure as a chunk rather
+                            # than raising: the same path as a raised error.
+                            raise _error_from_chunk(chunk)
+                        told = _told(chunk, told)
+                        continue
+                    raw.append(chunk)
+                    if control.ended:
+                        state.model_chunks_after_end += 1
+                        continue
+                    await control.inject(state.stamp(chunk))
+                    if control.retry_requested:
+                        break
+                finish = _merged(response.finish, told) or ModelFinish(
+                    finish_reason=_replay_reason(raw)
+                )
+        if scope.cancelled_caught or watch.fired:
+            return raw, ModelFinish(finish_reason="other")
+        return raw, finish
 
     async def _api_error(self, step_number: int, error: Exception) -> NoReturn:
         """The model call failed: let what was sent settle, then ask the error
@@ -514,6 +554,36 @@ def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
         body={"type": "error", "error": error},
         code=code if isinstance(code, str) else None,
     )
+
+
+class _IdleWatch:
+    """The model-stream idle timeout: a watchdog task that cancels the read when
+    the run has waited ``idle`` seconds for one event. ``since`` is when the
+    current wait began (``None`` while the run is busy elsewhere, e.g. held back
+    by the consumer: the timer does not run then); the reader sets it around
+    each read, two stores per chunk."""
+
+    __slots__ = ("fired", "idle", "scope", "since")
+
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
+        self.since: float | None = None
+        self.fired = False
+        self.scope = trio.CancelScope()
+
+    async def run(self) -> None:
+        """Watch until cancelled, or until the model has been quiet for ``idle``
+        seconds: then cancel the read. Sleeps on trio's clock."""
+        while True:
+            since = self.since
+            if since is None:
+                await trio.sleep(self.idle)  # paused; look again later
+                continue
+            await trio.sleep_until(since + self.idle)
+            if self.since == since:  # still the same wait: it timed out
+                self.fired = True
+                self.scope.cancel()
+                return
 
 
 def _step_result(step_number: int, view: StepView, finish: ModelFinish) -> StepResult:

@@ -107,7 +107,8 @@ async def test_rule16_scripted_delays_and_processor_waits_use_trios_clock(
             await trio.sleep(3600)
 
     model = ScriptedModel([["a", Delay(7200), "b"]])
-    agent = Agent(id="a", model=model, output_processors=[Slow()])
+    # A two-hour pause in the stream: the idle timeout (60 s) is turned off.
+    agent = Agent(id="a", model=model, output_processors=[Slow()], idle_timeout=None)
     start = trio.current_time()
     result = await agent.generate("hi")
     assert trio.current_time() - start == pytest.approx(10800)
