@@ -27,6 +27,7 @@ PUBLIC_MODULES = [
     "procession.providers",
     "procession.runtime",
     "procession.runtime.tools",
+    "procession.telemetry",
     "procession.testing",
     "procession.testing.fake_provider",
     "procession.testing.strategies",

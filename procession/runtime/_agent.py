@@ -80,6 +80,10 @@ class Agent:
         run_deadline: seconds the whole run may take (off by default); past it
             the run fails with ``RunDeadlineExceeded`` (never retried). These two
             are policies; a caller's own cancel scope works as ever.
+        tracer_provider, meter_provider: where the run's OpenTelemetry spans
+            and metrics go (``procession[otel]``); by default the global
+            providers. Nothing is recorded, and nothing done per chunk, when no
+            SDK is configured.
 
     Per-call options of ``generate`` / ``stream`` replace these for one call;
     ``USE_AGENT_DEFAULT`` (the default of each) keeps the agent's.
@@ -107,6 +111,8 @@ class Agent:
         execution_mode: ExecutionMode = "fused",
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         run_deadline: float | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ConfigurationError(f"Agent id must be a non-empty str, got {id!r}")
@@ -145,6 +151,8 @@ class Agent:
         self.execution_mode: ExecutionMode = check_execution_mode(execution_mode)
         self.idle_timeout = check_seconds("idle_timeout", idle_timeout)
         self.run_deadline = check_seconds("run_deadline", run_deadline)
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
 
     def __repr__(self) -> str:
         return f"<Agent id={self.id!r}>"
@@ -235,6 +243,10 @@ class Agent:
             mode=mode,
             idle_timeout=idle_timeout,
             run_deadline=run_deadline,
+            agent_id=self.id,
+            agent_name=self.name,
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
         )
         return spec, self._conversation(messages, context, thread_id, resource_id)
 

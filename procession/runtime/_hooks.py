@@ -35,6 +35,7 @@ from ..processors import (
 )
 from ..processors._contract import on_error_outcome, tripwire_in
 from ._state import RunState, Terminal
+from ._telemetry import traced_stream_spec
 
 __all__ = ["HookEmitter", "HookLanes"]
 
@@ -93,8 +94,18 @@ class HookLanes:
         self.held: list[Any] | None = None
         """When set (the stream has ended), custom chunks hooks write are kept
         here for the client end to deliver, instead of sent down the stream."""
+        telemetry = state.telemetry
+        specs = spec.processors.all
+        if telemetry.active:
+            # Counted and timed per step; only a recording run pays for it.
+            specs = tuple(
+                traced_stream_spec(s, telemetry, state.traced_streams)
+                if s in spec.processors.output
+                else s
+                for s in specs
+            )
         self.actors: dict[str, ProcessorActor] = {
-            s.id: ProcessorActor(s) for s in spec.processors.all
+            s.id: ProcessorActor(s) for s in specs
         }
         self.prepare_actor: ProcessorActor | None = None
         if spec.prepare_step is not None:
@@ -149,11 +160,23 @@ class HookLanes:
             writer=ProcessorStreamWriter(emitter, actor.id),
             **fields,
         )
+        telemetry = state.telemetry
+        span = None
+        if telemetry.active:
+            span = telemetry.hook_started(
+                actor.id,
+                actor.spec.index,
+                hook,
+                actor.spec.on_error,
+                len(state.message_list),
+            )
         try:
             result = await _called(actor, hook, args)
         except TripWire as tripwire:
             if tripwire.processor_id is None:
                 tripwire.processor_id = actor.id
+            if span is not None:
+                telemetry.hook_ended(span, tripwire=tripwire)
             await self._flush(actor, emitter)
             raise
         except Exception as exc:
@@ -165,11 +188,25 @@ class HookLanes:
                 exc,
                 passing="continuing as if it returned nothing",
             )
+            if span is not None:
+                policy = "pass" if outcome is None else actor.spec.on_error
+                telemetry.hook_ended(
+                    span,
+                    error=exc,
+                    outcome=policy,
+                    tripwire=outcome if isinstance(outcome, TripWire) else None,
+                )
             if outcome is None:
                 return None
             if isinstance(outcome, TripWire):
                 raise outcome from exc
             raise Terminal(error=outcome) from exc
+        except BaseException:
+            if span is not None:
+                span.end()  # cancelled: the span ends, unmarked
+            raise
+        if span is not None:
+            telemetry.hook_ended(span, messages=len(state.message_list))
         await self._flush(actor, emitter)
         return result
 

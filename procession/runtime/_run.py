@@ -189,7 +189,7 @@ class Coordinator:
                 # SPEC §2.4: re-run the input phase from the original input; the
                 # feedback is shown to the processors now and to the model at
                 # step 0.
-                state.retry_count += 1
+                state.count_retry("processor", tripwire.processor_id)
                 ml.remove_by_ids([m.id for m in ml.get.input.db()])
                 ml.add(copy.deepcopy(original), "input")
                 state.set_feedback(tripwire.reason)
@@ -249,7 +249,9 @@ class Coordinator:
                 ),
             )
         )
-        state.retry_count += 1
+        state.count_retry(
+            "processor" if feedback else "api-error", tripwire.processor_id
+        )
         if feedback:
             state.feedback = feedback_text(tripwire.reason)
         return StepRetryChunk(

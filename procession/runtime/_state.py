@@ -51,6 +51,7 @@ from ..processors import (
     TripWire,
 )
 from ..processors._contract import read_message_result
+from ..telemetry import DISABLED
 from .tools import ToolSet
 
 __all__ = [
@@ -126,6 +127,11 @@ class RunSpec:
     """Seconds the model stream may go without an event (``None``: off)."""
     run_deadline: float | None = None
     """Seconds the whole run may take (``None``: off)."""
+    agent_id: str = "agent"
+    agent_name: str = "agent"
+    tracer_provider: Any = None
+    """An OpenTelemetry tracer provider (``None``: the global one)."""
+    meter_provider: Any = None
 
     @property
     def model_label(self) -> str:
@@ -288,6 +294,10 @@ class RunState:
     completed: bool = False
     """The coordinator reached its end on its own (finished, or proposed an end)."""
     model_chunks_after_end: int = 0
+    telemetry: Any = DISABLED
+    """The run's traces and metrics (``procession.telemetry``)."""
+    traced_streams: list[Any] = attrs.Factory(list)
+    """Output processors' per-step stream spans still open (closed at the end)."""
 
     def __attrs_post_init__(self) -> None:
         self.tracing_context = TracingContext(trace_id=self.spec.run_id)
@@ -300,6 +310,17 @@ class RunState:
         """Whether the retry budget allows one more retry."""
         budget = self.spec.budget
         return budget is not None and self.retry_count < budget
+
+    def count_retry(self, cause: str, processor_id: str | None) -> None:
+        """One more retry, granted: ``cause`` is ``"processor"`` (an abort with
+        ``retry=True``) or ``"api-error"`` (an error processor's retry)."""
+        self.retry_count += 1
+        budget = self.spec.budget
+        self.telemetry.retry(
+            cause,
+            None if budget is None else budget - self.retry_count,
+            processor_id,
+        )
 
     def accepted_steps(self) -> int:
         return sum(1 for s in self.steps if s.finish_reason != "retry")

@@ -103,7 +103,7 @@ class StepRunner:
             payload=StepStartPayload(message_id=response_id), run_id=state.run_id
         )
         await control.inject(step_start)
-        raw, finish = await self._model_call(step_number, config, prompt, cached)
+        raw, finish = await self._traced_model_call(step_number, config, prompt, cached)
         state.usage = add_usage(state.usage, finish.usage)  # spent, kept or not
         # Everything the model sent has reached the client end: in-band signals
         # on its chunks are decided, and the view holds what the client saw.
@@ -228,7 +228,7 @@ class StepRunner:
                 return config
             except TripWire as tripwire:
                 if tripwire.retry and state.may_retry():
-                    state.retry_count += 1
+                    state.count_retry("processor", tripwire.processor_id)
                     state.message_list.restore_system_messages(system)
                     state.set_feedback(tripwire.reason)
                     continue
@@ -330,6 +330,43 @@ class StepRunner:
         return prompt, cached
 
     # --- the model ----------------------------------------------------------------
+
+    async def _traced_model_call(
+        self,
+        step_number: int,
+        config: StepConfig,
+        prompt: list[Any],
+        cached: Sequence[Any] | None,
+    ) -> tuple[list[Any], ModelFinish]:
+        """``_model_call`` inside a ``chat {model}`` span when the run records."""
+        telemetry = self._state.telemetry
+        if not telemetry.active:
+            return await self._model_call(step_number, config, prompt, cached)
+        model = config.model
+        span = telemetry.model_started(
+            step_number, model.provider, model.model_id, prompt
+        )
+        ended = {"model_id": model.model_id, "provider": model.provider}
+        try:
+            raw, finish = await self._model_call(step_number, config, prompt, cached)
+        except (Retry, Terminal) as failed:
+            error = failed.error if isinstance(failed, Terminal) else None
+            cause = failed.__context__ if error is None else error
+            telemetry.model_ended(
+                span, **ended, error=cause if isinstance(cause, Exception) else None
+            )
+            raise
+        except BaseException:
+            span.end()
+            raise
+        telemetry.model_ended(
+            span,
+            **ended,
+            finish_reason=finish.finish_reason,
+            usage=finish.usage,
+            from_cache=cached is not None,
+        )
+        return raw, finish
 
     async def _model_call(
         self,

@@ -35,6 +35,7 @@ from ..data import (
     Usage,
 )
 from ..processors import ConfigurationError, MessageList
+from ..telemetry import start_run
 from ._hooks import HookLanes
 from ._result import AgentResult, build_result
 from ._run import Coordinator
@@ -206,7 +207,36 @@ class AgentStream(AsyncIterator[Chunk]):
     def _settle(self, outcome: RunOutcome) -> AgentResult:
         if self._result is None:
             self._result = build_result(self._state, outcome)
+            self._ended(self._result)
         return self._result
+
+    def _ended(self, result: AgentResult) -> None:
+        """The run settled (telemetry hooks in here)."""
+
+
+class _TracedAgentStream(AgentStream):
+    """The client end when the run's telemetry records: counts what it delivers
+    and closes the run's spans when the run settles. Chosen per run, so a run
+    without telemetry pays nothing per chunk."""
+
+    _delivered = 0
+
+    async def __anext__(self) -> Chunk:
+        chunk = await super().__anext__()
+        if not self._delivered:
+            self._state.telemetry.delivered_first_chunk()
+        self._delivered += 1
+        return chunk
+
+    def _ended(self, result: AgentResult) -> None:
+        state = self._state
+        telemetry = state.telemetry
+        for tracker in state.traced_streams:
+            tracker.close()
+        outcome = result.outcome
+        if outcome.kind == "tripwire" and outcome.tripwire is not None:
+            telemetry.tripwire(outcome.tripwire)
+        telemetry.end(outcome, state.usage, state.retry_count, self._delivered)
 
 
 @asynccontextmanager
@@ -219,6 +249,15 @@ async def open_stream(
     """
     _require_trio()
     state = RunState(spec=spec, message_list=message_list)
+    # Read in the caller's task: the run's span is a child of the caller's.
+    state.telemetry = start_run(
+        agent_id=spec.agent_id,
+        agent_name=spec.agent_name,
+        run_id=spec.run_id,
+        thread_id=message_list.thread_id,
+        tracer_provider=spec.tracer_provider,
+        meter_provider=spec.meter_provider,
+    )
     run_scope = trio.CancelScope()
     send, receive = trio.open_memory_channel[Any](0)
     control = RunControl(
@@ -258,9 +297,8 @@ async def open_stream(
                 abort_signal=state.abort_signal,
             ) as pipeline,
         ):
-            stream = AgentStream(
-                state, control, pipeline, coordinator, coordinator_done
-            )
+            cls = _TracedAgentStream if state.telemetry.active else AgentStream
+            stream = cls(state, control, pipeline, coordinator, coordinator_done)
             nursery.start_soon(run_coordinator)
             try:
                 yield stream

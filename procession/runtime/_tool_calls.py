@@ -86,6 +86,22 @@ class ToolCalls:
     async def _execute(
         self, config: StepConfig, available: set[str], call: ToolCallInfo
     ) -> _Outcome:
+        telemetry = self._state.telemetry
+        if not telemetry.active:
+            return await self._run_tool(config, available, call)
+        span = telemetry.tool_started(call.tool_name, call.tool_call_id)
+        try:
+            outcome = await self._run_tool(config, available, call)
+        except BaseException:
+            span.end()
+            raise
+        ok, value, _custom = outcome
+        telemetry.tool_ended(span, None if ok else value)
+        return outcome
+
+    async def _run_tool(
+        self, config: StepConfig, available: set[str], call: ToolCallInfo
+    ) -> _Outcome:
         state = self._state
         emitter = HookEmitter()
         try:
