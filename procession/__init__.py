@@ -21,6 +21,7 @@ from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
 from ._errors import MessageFormatError as MessageFormatError
 from ._errors import MissingFieldError as MissingFieldError
+from ._errors import ModelIdleTimeout as ModelIdleTimeout
 from ._errors import OverloadedError as OverloadedError
 from ._errors import ProcessionError as ProcessionError
 from ._errors import ProcessorContractError as ProcessorContractError
@@ -31,6 +32,7 @@ from ._errors import ProviderStatusError as ProviderStatusError
 from ._errors import ProviderStreamError as ProviderStreamError
 from ._errors import ProviderTimeoutError as ProviderTimeoutError
 from ._errors import RateLimitError as RateLimitError
+from ._errors import RunDeadlineExceeded as RunDeadlineExceeded
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import TripWire as TripWire
 from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
@@ -58,6 +60,7 @@ __all__ = [
     "MessageFormatError",
     "MessageList",
     "MissingFieldError",
+    "ModelIdleTimeout",
     "OverloadedError",
     "ProcessionError",
     "Processor",
@@ -71,6 +74,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "RequestContext",
+    "RunDeadlineExceeded",
     "SystemMessage",
     "Tool",
     "ToolArgumentsError",

@@ -20,6 +20,10 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   │   ├── RateLimitError             429
     │   │   └── OverloadedError            529, or 503 saying "overloaded"
     │   ├── ProviderTimeoutError           the connect or a read timed out
+    │   │   ├── ModelIdleTimeout           no stream event for ``idle_timeout`` s
+    │   │   │                              (retryable)
+    │   │   └── RunDeadlineExceeded        the run's ``run_deadline`` passed
+    │   │                                  (never retried)
     │   ├── ProviderConnectionError        refused, reset, dropped mid-body
     │   └── ProviderStreamError            a 200 stream that failed: an error
     │                                      event, bad data, no final event
@@ -60,6 +64,7 @@ __all__ = [
     "DuplicateProcessorIdError",
     "MessageFormatError",
     "MissingFieldError",
+    "ModelIdleTimeout",
     "OverloadedError",
     "ProcessionError",
     "ProcessorContractError",
@@ -71,6 +76,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RETRYABLE_OPENAI_ERROR_CODES",
     "RateLimitError",
+    "RunDeadlineExceeded",
     "ToolArgumentsError",
     "TripWire",
     "UnknownChunkTypeError",
@@ -265,6 +271,46 @@ class OverloadedError(ProviderStatusError):
 class ProviderTimeoutError(ProviderError):
     """Connecting, or reading the response, took longer than the client's
     timeout (``code="timeout"``; no ``status_code``)."""
+
+
+class ModelIdleTimeout(ProviderTimeoutError):
+    """The model stream produced no event for ``idle_timeout`` seconds.
+
+    Measured between stream *events*, not bytes (a server dripping bytes does
+    not reset it). Retryable (``is_retryable=True``, ``code="timeout"``), like
+    the other timeouts: ``StreamErrorRetryProcessor`` retries it. The message
+    names the limit and how to change it.
+    """
+
+    def __init__(self, idle_timeout: float, *, provider: str | None = None) -> None:
+        source = f"the {provider} model stream" if provider else "the model stream"
+        super().__init__(
+            f"{source} produced no event for {idle_timeout:g} s (the idle "
+            f"timeout); to wait longer, set Agent(idle_timeout=...) or pass "
+            f"idle_timeout=... to generate()/stream()",
+            is_retryable=True,
+            code="timeout",
+        )
+        self.idle_timeout = idle_timeout
+
+
+class RunDeadlineExceeded(ProviderTimeoutError):
+    """The run's total deadline (``run_deadline`` seconds) passed.
+
+    Not retryable (``is_retryable=False``, ``code="run_deadline"``): a retry
+    cannot give the time back, so ``StreamErrorRetryProcessor`` never retries
+    it, whatever its matchers or ``retry_unknown_errors`` say.
+    """
+
+    def __init__(self, run_deadline: float) -> None:
+        super().__init__(
+            f"the run's deadline of {run_deadline:g} s passed; to allow more time, "
+            f"set Agent(run_deadline=...) or pass run_deadline=... to "
+            f"generate()/stream()",
+            is_retryable=False,
+            code="run_deadline",
+        )
+        self.run_deadline = run_deadline
 
 
 class ProviderConnectionError(ProviderError):

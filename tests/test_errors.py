@@ -13,10 +13,13 @@ from procession.processors import (
     Headers,
     MessageFormatError,
     MissingFieldError,
+    ModelIdleTimeout,
     ProcessionError,
     ProcessorContractError,
     ProcessorError,
     ProviderError,
+    ProviderTimeoutError,
+    RunDeadlineExceeded,
     ToolArgumentsError,
     TripWire,
     UnknownChunkTypeError,
@@ -39,6 +42,8 @@ from procession.processors import (
         (ToolArgumentsError, (ProcessionError, ValueError)),
         (ProcessorError, (ProcessionError,)),
         (ProviderError, (ProcessionError,)),
+        (ModelIdleTimeout, (ProviderTimeoutError, ProviderError)),
+        (RunDeadlineExceeded, (ProviderTimeoutError, ProviderError)),
     ],
 )
 def test_each_error_derives_from_procession_error_and_its_builtin(
@@ -201,6 +206,54 @@ def test_provider_error_rejects_non_str_headers() -> None:
     """Header values must be str (a non-str raises TypeError naming it)."""
     with pytest.raises(TypeError, match=r"must be str, got 'Retry-After': 5"):
         ProviderError("x", headers={"Retry-After": 5})  # type: ignore[dict-item]  # the bad value under test
+
+
+def test_model_idle_timeout_names_the_limit_and_how_to_change_it() -> None:
+    """Retryable like the other timeouts; the message says the seconds and
+    both places to set them."""
+    error = ModelIdleTimeout(60.0, provider="anthropic")
+    assert str(error) == (
+        "the anthropic model stream produced no event for 60 s (the idle "
+        "timeout); to wait longer, set Agent(idle_timeout=...) or pass "
+        "idle_timeout=... to generate()/stream()"
+    )
+    assert (error.idle_timeout, error.is_retryable, error.code) == (
+        60.0,
+        True,
+        "timeout",
+    )
+    assert error.status_code is None
+    assert str(ModelIdleTimeout(2.5)).startswith(
+        "the model stream produced no event for 2.5 s"
+    )
+
+
+def test_run_deadline_exceeded_names_the_limit_and_is_not_retryable() -> None:
+    """A retry cannot give time back: ``is_retryable`` is False."""
+    error = RunDeadlineExceeded(30)
+    assert str(error) == (
+        "the run's deadline of 30 s passed; to allow more time, set "
+        "Agent(run_deadline=...) or pass run_deadline=... to generate()/stream()"
+    )
+    assert (error.run_deadline, error.is_retryable, error.code) == (
+        30,
+        False,
+        "run_deadline",
+    )
+    with pytest.raises(ProviderTimeoutError, match="deadline of 30 s"):
+        raise error
+
+
+def test_the_timeouts_are_exported_with_the_other_provider_errors() -> None:
+    """Both faces that carry the error tree carry the two timeouts."""
+    assert procession.ModelIdleTimeout is ModelIdleTimeout
+    assert procession.RunDeadlineExceeded is RunDeadlineExceeded
+    assert repr(ModelIdleTimeout(1)) == (
+        "ModelIdleTimeout('the model stream produced no event for 1 s (the idle "
+        "timeout); to wait longer, set Agent(idle_timeout=...) or pass "
+        "idle_timeout=... to generate()/stream()', is_retryable=True, "
+        "code='timeout')"
+    )
 
 
 # --- Headers ----------------------------------------------------------------------

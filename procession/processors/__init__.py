@@ -11,6 +11,7 @@ from .._errors import ConfigurationError as ConfigurationError
 from .._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
 from .._errors import MessageFormatError as MessageFormatError
 from .._errors import MissingFieldError as MissingFieldError
+from .._errors import ModelIdleTimeout as ModelIdleTimeout
 from .._errors import OverloadedError as OverloadedError
 from .._errors import ProcessionError as ProcessionError
 from .._errors import ProcessorContractError as ProcessorContractError
@@ -21,6 +22,7 @@ from .._errors import ProviderStatusError as ProviderStatusError
 from .._errors import ProviderStreamError as ProviderStreamError
 from .._errors import ProviderTimeoutError as ProviderTimeoutError
 from .._errors import RateLimitError as RateLimitError
+from .._errors import RunDeadlineExceeded as RunDeadlineExceeded
 from .._errors import ToolArgumentsError as ToolArgumentsError
 from .._errors import TripWire as TripWire
 from .._errors import UnknownChunkTypeError as UnknownChunkTypeError
@@ -130,6 +132,7 @@ __all__ = [
     "MessageView",
     "MessageViews",
     "MissingFieldError",
+    "ModelIdleTimeout",
     "OnError",
     "OutputProcessor",
     "OutputResult",
@@ -180,6 +183,7 @@ __all__ = [
     "RequestContext",
     "RetryMatcher",
     "Role",
+    "RunDeadlineExceeded",
     "Source",
     "SourceDocumentPart",
     "SourceInfo",

@@ -116,7 +116,8 @@ def test_the_tree_draws_every_public_error_and_nothing_else() -> None:
     assert doc is not None
     drawn = set(
         re.findall(
-            r"^ {4}(?:[│ ]   )*(?:[├└]── )?(\w+Error|\w+Exhausted|TripWire)\b",
+            r"^ {4}(?:[│ ]   )*(?:[├└]── )?"
+            r"(\w+(?:Error|Exhausted|Timeout|Exceeded)|TripWire)\b",
             doc,
             re.M,
         )

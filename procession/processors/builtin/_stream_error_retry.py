@@ -17,6 +17,9 @@ agent's ``error_processors`` for bounded retries::
 
 How it decides (the seed, and Mastra's ``stream-error-retry-processor.ts``):
 
+0. A ``RunDeadlineExceeded`` anywhere in the cause chain is never retried: the
+   run's time is spent, and no retry can give it back (procession's addition;
+   Mastra has no run deadline).
 1. The matchers are ``[is_retryable_openai_responses_stream_error, *matchers]``.
    Starting at the error and following its cause chain (``__cause__``, or a
    ``cause`` attribute / key; cycle-safe), at each node the first matcher that
@@ -58,7 +61,11 @@ from typing import Any, Final, TypeAlias, cast
 import attrs
 import trio
 
-from ..._errors import RETRYABLE_OPENAI_ERROR_CODES, ConfigurationError
+from ..._errors import (
+    RETRYABLE_OPENAI_ERROR_CODES,
+    ConfigurationError,
+    RunDeadlineExceeded,
+)
 from .._context import AbortSignal
 from .._contract import ProcessAPIErrorArgs, ProcessAPIErrorResult, Processor
 
@@ -511,7 +518,8 @@ class StreamErrorRetryProcessor(Processor):
             accepted). Their policies override the processor's for errors they
             matched.
         retry_unknown_errors: also retry errors nothing recognised, except
-            terminal authorization errors (401, 403, auth error codes).
+            terminal authorization errors (401, 403, auth error codes) and a
+            ``RunDeadlineExceeded`` (which nothing retries).
         delay_ms: wait before retrying, in ms: a number, or a (sync or async)
             function of the hook's argument object (e.g. exponential backoff on
             ``args.retry_count``). Negative, NaN or infinite values count as 0.
@@ -607,6 +615,8 @@ class StreamErrorRetryProcessor(Processor):
         is zero); the wait ends early when the run's abort signal fires, and a
         cancellation of the run propagates."""
         error = args.error
+        if any(isinstance(node, RunDeadlineExceeded) for node in _cause_chain(error)):
+            return None
         policy = self._policy(error)
         if policy is None:
             if not self.retry_unknown_errors or is_terminal_auth_error(error):
