@@ -26,7 +26,9 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   │                                  (never retried)
     │   ├── ProviderConnectionError        refused, reset, dropped mid-body
     │   └── ProviderStreamError            a 200 stream that failed: an error
-    │                                      event, bad data, no final event
+    │       │                              event, bad data, no final event
+    │       └── EventTooLargeError         one server-sent event passed the
+    │                                      model's ``max_event_bytes``
     ├── ScriptExhausted                    a ScriptedModel ran out of turns
     │                                      (procession.testing)
     └── FakeProviderError (AssertionError) the fake server's script was not met
@@ -62,6 +64,7 @@ from ._headers import Headers
 __all__ = [
     "ConfigurationError",
     "DuplicateProcessorIdError",
+    "EventTooLargeError",
     "MessageFormatError",
     "MissingFieldError",
     "ModelIdleTimeout",
@@ -325,6 +328,25 @@ class ProviderStreamError(ProviderError):
     JSON (``code="invalid_response"``), a JSON answer where an event stream was
     expected, or a body that ended without its final event
     (``code="incomplete_stream"``). No ``status_code``."""
+
+
+class EventTooLargeError(ProviderStreamError):
+    """One server-sent event grew past the model's ``max_event_bytes`` before it
+    ended (``code="event_too_large"``, not retryable: the same request would
+    likely bring the same event). Raised as soon as the limit is crossed, not
+    when the event ends. ``limit`` is the setting, ``size`` the bytes of the
+    event seen so far; the message says how to raise the limit."""
+
+    def __init__(self, *, provider: str, limit: int, size: int, setting: str) -> None:
+        super().__init__(
+            f"{provider} sent a server-sent event larger than the limit of "
+            f"{limit} bytes ({size} bytes seen before it ended); if such events "
+            f"are expected, raise the limit: {setting}",
+            is_retryable=False,
+            code="event_too_large",
+        )
+        self.limit = limit
+        self.size = size
 
 
 class TripWire(BaseException):

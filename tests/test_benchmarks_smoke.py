@@ -74,3 +74,20 @@ def test_the_agent_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> 
     }
     assert all(r.us_per_chunk > 0 for r in rows)
     assert "vs pipeline" in capsys.readouterr().out
+
+
+def test_the_sse_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    path = SCRIPT.parent / "sse_decode.py"
+    spec = importlib.util.spec_from_file_location("sse_decode", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
+    try:
+        spec.loader.exec_module(module)
+        rows = module.main(["--quick"])
+    finally:
+        del sys.modules[spec.name]
+    assert [r.size for r in rows] == [200_000, 500_000]
+    assert all(0 < r.examined_per_byte <= 2 for r in rows)
+    assert "ratio" in capsys.readouterr().out
