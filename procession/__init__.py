@@ -20,6 +20,7 @@ from . import messages as messages
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
 from ._errors import EventTooLargeError as EventTooLargeError
+from ._errors import InvalidTextError as InvalidTextError
 from ._errors import MessageFormatError as MessageFormatError
 from ._errors import MissingFieldError as MissingFieldError
 from ._errors import ModelIdleTimeout as ModelIdleTimeout
@@ -58,6 +59,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateProcessorIdError",
     "EventTooLargeError",
+    "InvalidTextError",
     "Message",
     "MessageFormatError",
     "MessageList",

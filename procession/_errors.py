@@ -10,6 +10,8 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │                                      (procession.testing)
     ├── ProcessorContractError (TypeError) a hook returned what the contract forbids
     ├── MessageFormatError (ValueError)    a message (or its part) is malformed
+    │   └── InvalidTextError               its text holds a lone surrogate
+    │                                      (not Unicode; UTF-8 cannot send it)
     ├── WireFormatError (ValueError)       chunk/message JSON is not Mastra's shape
     │   ├── MissingFieldError              a required key is absent
     │   └── UnknownChunkTypeError          the ``type`` is not one we know
@@ -65,6 +67,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateProcessorIdError",
     "EventTooLargeError",
+    "InvalidTextError",
     "MessageFormatError",
     "MissingFieldError",
     "ModelIdleTimeout",
@@ -133,6 +136,30 @@ class ProcessorContractError(ProcessionError, TypeError):
 
 class MessageFormatError(ProcessionError, ValueError):
     """A message, or one of its parts, is malformed."""
+
+
+class InvalidTextError(MessageFormatError):
+    """Text in a message is not valid Unicode: it holds a lone surrogate (such
+    as ``"\\ud800"``, left by text cut inside a surrogate pair or decoded with
+    ``errors="surrogateescape"``), which UTF-8, and so every provider request,
+    cannot carry. Raised before any request.
+
+    Attributes: ``where`` (the message and part, e.g. ``"message 'm1' (user),
+    part #0 (text)"``), ``field`` (the string's path inside it, e.g. ``"text"``
+    or ``"args['city']"``), ``offset`` (in that string) and ``code_point``.
+    """
+
+    def __init__(self, where: str, field: str, offset: int, code_point: int) -> None:
+        super().__init__(
+            f"{where}: {field or 'the text'} holds a lone surrogate "
+            f"U+{code_point:04X} at offset {offset}; expected valid Unicode text "
+            f"(UTF-8 cannot encode a lone surrogate: was the text cut inside a "
+            f"surrogate pair, or decoded with errors='surrogateescape'?)"
+        )
+        self.where = where
+        self.field = field
+        self.offset = offset
+        self.code_point = code_point
 
 
 class WireFormatError(ProcessionError, ValueError):

@@ -10,6 +10,7 @@ tree (home: ``procession``). Chunks live in ``procession.chunks``.
 from .._errors import ConfigurationError as ConfigurationError
 from .._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
 from .._errors import EventTooLargeError as EventTooLargeError
+from .._errors import InvalidTextError as InvalidTextError
 from .._errors import MessageFormatError as MessageFormatError
 from .._errors import MissingFieldError as MissingFieldError
 from .._errors import ModelIdleTimeout as ModelIdleTimeout
@@ -127,6 +128,7 @@ __all__ = [
     "Headers",
     "HookArgs",
     "InputProcessor",
+    "InvalidTextError",
     "Message",
     "MessageContent",
     "MessageFormatError",
