@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..data import PromptMessage
-from ..wire import check_text
+from ..wire import check_text, find_lone_surrogate
 
 __all__ = ["check_prompt_text"]
 
@@ -24,10 +24,14 @@ def check_prompt_text(prompt: Iterable[PromptMessage]) -> None:
     on failure. Does not modify ``prompt``.
     """
     for index, message in enumerate(prompt):
-        named = f"prompt message #{index} ({message.role})"
+        # Names are made only for an offender: a valid prompt formats nothing.
+        def named(index: int = index, message: PromptMessage = message) -> str:
+            return f"prompt message #{index} ({message.role})"
+
         if isinstance(message.content, str):  # a system message
             check_text(message.content, named, path="content")
         else:
             for number, part in enumerate(message.content):
-                check_text(part, f"{named}, part #{number} ({part.type})")
+                if find_lone_surrogate(part) is not None:
+                    check_text(part, f"{named()}, part #{number} ({part.type})")
         check_text(message.provider_options, named, path="provider_options")

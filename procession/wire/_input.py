@@ -29,11 +29,16 @@ from ..data import (
     utc_now,
 )
 from ._mastra import message_from_wire
-from ._text import check_text
+from ._text import check_text, find_lone_surrogate
 
 __all__ = ["parse_message", "parse_system_message"]
 
 _ROLES: tuple[str, ...] = get_args(Role)
+# What _check_message_text reads besides the parts.
+_CONTENT_FIELDS = tuple(
+    f.name for f in attrs.fields(MessageContent) if f.name != "parts"
+)
+_MESSAGE_FIELDS = tuple(f.name for f in attrs.fields(Message) if f.name != "content")
 
 
 def parse_message(
@@ -203,17 +208,18 @@ def _validate(message: Message) -> None:
 def _check_message_text(message: Message) -> None:
     """``InvalidTextError`` for a lone surrogate in any string of ``message``:
     each part first (named by index and type), then the rest of it."""
-    named = f"message {message.id!r} ({message.role})"
+
+    def named() -> str:
+        return f"message {message.id!r} ({message.role})"
+
     for index, part in enumerate(message.content.parts):
-        kind = getattr(part, "type", type(part).__name__)
-        check_text(part, f"{named}, part #{index} ({kind})")
-    for field in attrs.fields(MessageContent):
-        if field.name != "parts":
-            value = getattr(message.content, field.name)
-            check_text(value, named, path=f"content.{field.name}")
-    for field in attrs.fields(Message):
-        if field.name != "content":
-            check_text(getattr(message, field.name), named, path=field.name)
+        if find_lone_surrogate(part) is not None:
+            kind = getattr(part, "type", type(part).__name__)
+            check_text(part, f"{named()}, part #{index} ({kind})")
+    for name in _CONTENT_FIELDS:
+        check_text(getattr(message.content, name), named, path=f"content.{name}")
+    for name in _MESSAGE_FIELDS:
+        check_text(getattr(message, name), named, path=name)
 
 
 def _check_system_text(message: SystemMessage) -> None:

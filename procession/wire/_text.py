@@ -6,8 +6,8 @@ one at the edge, where the error can still name the message and part.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Final, cast
 
 import attrs
 
@@ -16,6 +16,10 @@ from .._errors import InvalidTextError
 __all__ = ["check_text", "find_lone_surrogate"]
 
 _MAX_DEPTH: Final = 64  # JSON-like values nest far less; a cycle must end
+_SCALARS: Final = (type(None), bool, int, float)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+_Hit = tuple[list[str], int, int]  # path segments (innermost first), offset, code
 
 
 def _offset(text: str) -> int | None:
@@ -29,32 +33,49 @@ def _offset(text: str) -> int | None:
     return None
 
 
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
+def _field_names(kind: type) -> tuple[str, ...]:
+    """The attrs fields of ``kind`` (none for other classes), looked up once."""
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = tuple(f.name for f in attrs.fields(kind)) if attrs.has(kind) else ()
+        _FIELD_NAMES[kind] = names
+    return names
 
 
-def _find(value: object, path: str, depth: int) -> tuple[str, int, int] | None:
-    if isinstance(value, str):
-        offset = _offset(value)
-        return None if offset is None else (path, offset, ord(value[offset]))
-    if depth >= _MAX_DEPTH:
+def _search(value: object, depth: int) -> _Hit | None:
+    # The path is built only on a hit, while unwinding, and None or an ASCII
+    # str is skipped without a call: valid text, the common case, stays cheap.
+    kind = type(value)
+    if kind is str or isinstance(value, str):
+        text = cast("str", value)
+        offset = _offset(text)
+        return None if offset is None else ([], offset, ord(text[offset]))
+    if kind in _SCALARS or depth >= _MAX_DEPTH:
         return None
-    found: tuple[str, int, int] | None = None
+    found: _Hit | None = None
     if isinstance(value, Mapping):
         for key, item in value.items():
-            here = f"{path}[{key!r}]"
             if isinstance(key, str) and (at := _offset(key)) is not None:
-                return (f"{here} (the key)", at, ord(key[at]))
-            if (found := _find(item, here, depth + 1)) is not None:
+                return ([f"[{key!r}] (the key)"], at, ord(key[at]))
+            if item is None or (type(item) is str and item.isascii()):
+                continue
+            if (found := _search(item, depth + 1)) is not None:
+                found[0].append(f"[{key!r}]")
                 return found
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            if (found := _find(item, f"{path}[{index}]", depth + 1)) is not None:
+            if item is None or (type(item) is str and item.isascii()):
+                continue
+            if (found := _search(item, depth + 1)) is not None:
+                found[0].append(f"[{index}]")
                 return found
-    elif attrs.has(kind := type(value)):
-        for field in attrs.fields(kind):
-            item = getattr(value, field.name)
-            if (found := _find(item, _join(path, field.name), depth + 1)) is not None:
+    else:
+        for name in _field_names(kind):
+            item = getattr(value, name)
+            if item is None or (type(item) is str and item.isascii()):
+                continue
+            if (found := _search(item, depth + 1)) is not None:
+                found[0].append(f".{name}")
                 return found
     return found
 
@@ -69,15 +90,24 @@ def find_lone_surrogate(value: object) -> tuple[str, int, int] | None:
     every string is valid Unicode. Pure-ASCII strings cost one ``isascii()``;
     other values are skipped, and nesting deeper than 64 is not searched.
     """
-    return _find(value, "", 0)
+    found = _search(value, 0)
+    if found is None:
+        return None
+    segments, offset, code_point = found
+    return "".join(reversed(segments)).removeprefix("."), offset, code_point
 
 
-def check_text(value: object, where: str, *, path: str = "") -> None:
+def check_text(
+    value: object, where: str | Callable[[], str], *, path: str = ""
+) -> None:
     """Raise ``InvalidTextError`` naming ``where`` (e.g. ``"message 'm1'
-    (user), part #0 (text)"``) if ``value`` holds a lone surrogate (see
-    ``find_lone_surrogate``; ``path`` names ``value`` itself in ``where``);
-    return ``None`` otherwise."""
-    found = _find(value, path, 0)
+    (user), part #0 (text)"``, or a function making it, called only then) if
+    ``value`` holds a lone surrogate (see ``find_lone_surrogate``; ``path``
+    names ``value`` itself); return ``None`` otherwise."""
+    found = find_lone_surrogate(value)
     if found is not None:
-        path, offset, code_point = found
-        raise InvalidTextError(where, path, offset, code_point)
+        inner, offset, code_point = found
+        if path and inner:
+            inner = path + ("" if inner.startswith("[") else ".") + inner
+        named = where() if callable(where) else where
+        raise InvalidTextError(named, inner or path, offset, code_point)
