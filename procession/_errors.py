@@ -367,8 +367,8 @@ class EventTooLargeError(ProviderStreamError):
     def __init__(self, *, provider: str, limit: int, size: int, setting: str) -> None:
         super().__init__(
             f"{provider} sent a server-sent event larger than the limit of "
-            f"{limit} bytes ({size} bytes seen before it ended); if such events "
-            f"are expected, raise the limit: {setting}",
+            f"{limit} bytes ({size} bytes so far, and it has not ended); if such "
+            f"events are expected, raise the limit: {setting}",
             is_retryable=False,
             code="event_too_large",
         )

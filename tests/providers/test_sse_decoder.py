@@ -151,7 +151,7 @@ def test_an_event_at_the_limit_passes_and_one_byte_more_fails() -> None:
 def test_the_limit_counts_every_line_of_one_event() -> None:
     body = b"event: e\n" + b"data: 12345\n" * 10 + b"\n"  # 8 + 10 * 11 bytes
     assert len(decode([body], max_event_bytes=118)) == 1
-    with pytest.raises(EventTooLargeError, match=r"\(118 bytes seen"):
+    with pytest.raises(EventTooLargeError, match=r"\(118 bytes so far"):
         decode([body], max_event_bytes=117)
 
 
@@ -168,8 +168,8 @@ def test_a_line_without_end_fails_as_it_crosses_the_limit() -> None:
         decoder.feed(b"x" * 200)
     assert str(info.value) == (
         "openai sent a server-sent event larger than the limit of 1000 bytes "
-        "(1106 bytes seen before it ended); if such events are expected, raise "
-        "the limit: S=..."
+        "(1106 bytes so far, and it has not ended); if such events are "
+        "expected, raise the limit: S=..."
     )
 
 
