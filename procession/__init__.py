@@ -19,6 +19,8 @@ from . import chunks as chunks
 from . import messages as messages
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
+from ._errors import EventTooLargeError as EventTooLargeError
+from ._errors import InvalidTextError as InvalidTextError
 from ._errors import MessageFormatError as MessageFormatError
 from ._errors import MissingFieldError as MissingFieldError
 from ._errors import ModelIdleTimeout as ModelIdleTimeout
@@ -56,6 +58,8 @@ __all__ = [
     "AgentResult",
     "ConfigurationError",
     "DuplicateProcessorIdError",
+    "EventTooLargeError",
+    "InvalidTextError",
     "Message",
     "MessageFormatError",
     "MessageList",

@@ -10,6 +10,8 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │                                      (procession.testing)
     ├── ProcessorContractError (TypeError) a hook returned what the contract forbids
     ├── MessageFormatError (ValueError)    a message (or its part) is malformed
+    │   └── InvalidTextError               its text holds a lone surrogate
+    │                                      (not Unicode; UTF-8 cannot send it)
     ├── WireFormatError (ValueError)       chunk/message JSON is not Mastra's shape
     │   ├── MissingFieldError              a required key is absent
     │   └── UnknownChunkTypeError          the ``type`` is not one we know
@@ -26,7 +28,9 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   │                                  (never retried)
     │   ├── ProviderConnectionError        refused, reset, dropped mid-body
     │   └── ProviderStreamError            a 200 stream that failed: an error
-    │                                      event, bad data, no final event
+    │       │                              event, bad data, no final event
+    │       └── EventTooLargeError         one server-sent event passed the
+    │                                      model's ``max_event_bytes``
     ├── ScriptExhausted                    a ScriptedModel ran out of turns
     │                                      (procession.testing)
     └── FakeProviderError (AssertionError) the fake server's script was not met
@@ -62,6 +66,8 @@ from ._headers import Headers
 __all__ = [
     "ConfigurationError",
     "DuplicateProcessorIdError",
+    "EventTooLargeError",
+    "InvalidTextError",
     "MessageFormatError",
     "MissingFieldError",
     "ModelIdleTimeout",
@@ -130,6 +136,30 @@ class ProcessorContractError(ProcessionError, TypeError):
 
 class MessageFormatError(ProcessionError, ValueError):
     """A message, or one of its parts, is malformed."""
+
+
+class InvalidTextError(MessageFormatError):
+    """Text in a message is not valid Unicode: it holds a lone surrogate (such
+    as ``"\\ud800"``, left by text cut inside a surrogate pair or decoded with
+    ``errors="surrogateescape"``), which UTF-8, and so every provider request,
+    cannot carry. Raised before any request.
+
+    Attributes: ``where`` (the message and part, e.g. ``"message 'm1' (user),
+    part #0 (text)"``), ``field`` (the string's path inside it, e.g. ``"text"``
+    or ``"args['city']"``), ``offset`` (in that string) and ``code_point``.
+    """
+
+    def __init__(self, where: str, field: str, offset: int, code_point: int) -> None:
+        super().__init__(
+            f"{where}: {field or 'the text'} holds a lone surrogate "
+            f"U+{code_point:04X} at offset {offset}; expected valid Unicode text "
+            f"(UTF-8 cannot encode a lone surrogate: was the text cut inside a "
+            f"surrogate pair, or decoded with errors='surrogateescape'?)"
+        )
+        self.where = where
+        self.field = field
+        self.offset = offset
+        self.code_point = code_point
 
 
 class WireFormatError(ProcessionError, ValueError):
@@ -325,6 +355,25 @@ class ProviderStreamError(ProviderError):
     JSON (``code="invalid_response"``), a JSON answer where an event stream was
     expected, or a body that ended without its final event
     (``code="incomplete_stream"``). No ``status_code``."""
+
+
+class EventTooLargeError(ProviderStreamError):
+    """One server-sent event grew past the model's ``max_event_bytes`` before it
+    ended (``code="event_too_large"``, not retryable: the same request would
+    likely bring the same event). Raised as soon as the limit is crossed, not
+    when the event ends. ``limit`` is the setting, ``size`` the bytes of the
+    event seen so far; the message says how to raise the limit."""
+
+    def __init__(self, *, provider: str, limit: int, size: int, setting: str) -> None:
+        super().__init__(
+            f"{provider} sent a server-sent event larger than the limit of "
+            f"{limit} bytes ({size} bytes so far, and it has not ended); if such "
+            f"events are expected, raise the limit: {setting}",
+            is_retryable=False,
+            code="event_too_large",
+        )
+        self.limit = limit
+        self.size = size
 
 
 class TripWire(BaseException):

@@ -74,3 +74,26 @@ def test_the_agent_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> 
     }
     assert all(r.us_per_chunk > 0 for r in rows)
     assert "vs pipeline" in capsys.readouterr().out
+
+
+def test_the_sse_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    path = SCRIPT.parent / "sse_decode.py"
+    spec = importlib.util.spec_from_file_location("sse_decode", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
+    try:
+        spec.loader.exec_module(module)
+        rows = module.main(["--quick"])
+    finally:
+        del sys.modules[spec.name]
+    assert [(r.decoder, r.size) for r in rows] == [
+        (decoder, size)
+        for size in (200_000, 500_000)
+        for decoder in ("baseline", "SSEDecoder")
+    ]
+    assert all(r.seconds > 0 for r in rows)
+    examined = [r.examined_per_byte for r in rows if r.decoder == "SSEDecoder"]
+    assert all(e is not None and 1 <= e <= 2 for e in examined)
+    assert "vs baseline" in capsys.readouterr().out

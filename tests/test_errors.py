@@ -10,7 +10,9 @@ from procession import _errors
 from procession.processors import (
     ConfigurationError,
     DuplicateProcessorIdError,
+    EventTooLargeError,
     Headers,
+    InvalidTextError,
     MessageFormatError,
     MissingFieldError,
     ModelIdleTimeout,
@@ -18,6 +20,7 @@ from procession.processors import (
     ProcessorContractError,
     ProcessorError,
     ProviderError,
+    ProviderStreamError,
     ProviderTimeoutError,
     RunDeadlineExceeded,
     ToolArgumentsError,
@@ -36,6 +39,7 @@ from procession.processors import (
         (DuplicateProcessorIdError, (ConfigurationError, ValueError)),
         (ProcessorContractError, (ProcessionError, TypeError)),
         (MessageFormatError, (ProcessionError, ValueError)),
+        (InvalidTextError, (MessageFormatError, ValueError)),
         (WireFormatError, (ProcessionError, ValueError)),
         (MissingFieldError, (WireFormatError, ValueError)),
         (UnknownChunkTypeError, (WireFormatError, ValueError)),
@@ -44,6 +48,7 @@ from procession.processors import (
         (ProviderError, (ProcessionError,)),
         (ModelIdleTimeout, (ProviderTimeoutError, ProviderError)),
         (RunDeadlineExceeded, (ProviderTimeoutError, ProviderError)),
+        (EventTooLargeError, (ProviderStreamError, ProviderError)),
     ],
 )
 def test_each_error_derives_from_procession_error_and_its_builtin(
@@ -253,6 +258,20 @@ def test_the_timeouts_are_exported_with_the_other_provider_errors() -> None:
         "timeout); to wait longer, set Agent(idle_timeout=...) or pass "
         "idle_timeout=... to generate()/stream()', is_retryable=True, "
         "code='timeout')"
+    )
+
+
+def test_invalid_text_error_names_where_the_field_and_the_code_point() -> None:
+    error = InvalidTextError("message 'm1' (user), part #0 (text)", "text", 4, 0xD800)
+    assert str(error).startswith(
+        "message 'm1' (user), part #0 (text): text holds a lone surrogate U+D800 "
+        "at offset 4; expected valid Unicode text"
+    )
+    assert (error.where, error.field, error.offset, error.code_point) == (
+        "message 'm1' (user), part #0 (text)",
+        "text",
+        4,
+        0xD800,
     )
 
 

@@ -9,6 +9,8 @@ tree (home: ``procession``). Chunks live in ``procession.chunks``.
 
 from .._errors import ConfigurationError as ConfigurationError
 from .._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
+from .._errors import EventTooLargeError as EventTooLargeError
+from .._errors import InvalidTextError as InvalidTextError
 from .._errors import MessageFormatError as MessageFormatError
 from .._errors import MissingFieldError as MissingFieldError
 from .._errors import ModelIdleTimeout as ModelIdleTimeout
@@ -120,11 +122,13 @@ __all__ = [
     "DuplicateProcessorIdError",
     "Emitter",
     "ErrorProcessor",
+    "EventTooLargeError",
     "FilePart",
     "HOOK_NAMES",
     "Headers",
     "HookArgs",
     "InputProcessor",
+    "InvalidTextError",
     "Message",
     "MessageContent",
     "MessageFormatError",

@@ -63,7 +63,14 @@ from ..data import (
 from ..models import ModelFinish, ModelRequest
 from ._errors import anthropic_error, incomplete_stream
 from ._json import as_dict, get_dict, get_int, get_str, parse_args
-from ._sse import ProviderCall, ProviderResponse, ServerSentEvent, usage_total
+from ._sse import (
+    DEFAULT_MAX_EVENT_BYTES,
+    ProviderCall,
+    ProviderResponse,
+    ServerSentEvent,
+    check_max_event_bytes,
+    usage_total,
+)
 
 if TYPE_CHECKING:
     import anthropic
@@ -115,9 +122,11 @@ class AnthropicModel:
             builds (ignored with ``client``); you close it.
         max_tokens: ``max_tokens`` when the call settings do not say.
         default_headers: headers sent with every request.
+        max_event_bytes: the largest server-sent event accepted (default
+            16 MiB); a larger one ends the stream with ``EventTooLargeError``.
 
     Raises:
-        ConfigurationError: the ``anthropic`` package is missing, or there is no
+        ConfigurationError: the ``anthropic`` package is missing, there is no
             API key (neither ``api_key``, ``client`` nor ``$ANTHROPIC_API_KEY``).
             Raised here, before any request.
 
@@ -136,11 +145,13 @@ class AnthropicModel:
         http_client: httpx2.AsyncClient | None = None,
         max_tokens: int = 4096,
         default_headers: Mapping[str, str] | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         if not isinstance(model_id, str) or not model_id:
             raise ConfigurationError(
                 f"AnthropicModel(model_id) must be a non-empty str, got {model_id!r}"
             )
+        self._max_event_bytes = check_max_event_bytes(max_event_bytes, "AnthropicModel")
         if (
             isinstance(max_tokens, bool)
             or not isinstance(max_tokens, int)
@@ -242,7 +253,10 @@ class AnthropicModel:
                 raise
             raise mapped from exc
         return AnthropicResponse(
-            stream.response, request_body={**body, "stream": True}, warnings=warnings
+            stream.response,
+            request_body={**body, "stream": True},
+            warnings=warnings,
+            max_event_bytes=self._max_event_bytes,
         )
 
 
@@ -280,6 +294,7 @@ class AnthropicResponse(ProviderResponse):
     docstring); ``finish`` is set once the body ended after ``message_stop``."""
 
     provider = "anthropic"
+    model_class = "AnthropicModel"
 
     def __init__(
         self,
@@ -287,8 +302,9 @@ class AnthropicResponse(ProviderResponse):
         *,
         request_body: dict[str, Any],
         warnings: list[Any],
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        super().__init__(response)
+        super().__init__(response, max_event_bytes=max_event_bytes)
         self._request_body = request_body
         self._warnings = warnings
         self._blocks: dict[int, _Block] = {}

@@ -54,8 +54,10 @@ from ._errors import (
 from ._json import as_dict, dumps, get_dict, get_int, get_str
 from ._sse import (
     CLOSE_DEADLINE,
+    DEFAULT_MAX_EVENT_BYTES,
     ProviderCall,
     ProviderResponse,
+    check_max_event_bytes,
     usage_total,
 )
 
@@ -96,12 +98,14 @@ class _OpenAIModel(abc.ABC):
         base_url: str | None = None,
         client: httpx2.AsyncClient | None = None,
         default_headers: Mapping[str, str] | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         name = type(self).__name__
         if not isinstance(model_id, str) or not model_id:
             raise ConfigurationError(
                 f"{name}(model_id) must be a non-empty str, got {model_id!r}"
             )
+        self._max_event_bytes = check_max_event_bytes(max_event_bytes, name)
         http = _import_httpx2()
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         if not key:

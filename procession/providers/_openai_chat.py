@@ -47,6 +47,7 @@ from ._errors import (
 )
 from ._json import as_dict, get_dict, get_int, get_str, parse_args
 from ._sse import (
+    DEFAULT_MAX_EVENT_BYTES,
     ProviderResponse,
     ServerSentEvent,
 )
@@ -85,10 +86,12 @@ class OpenAIChatModel(_OpenAIModel):
         client: a shared ``httpx2.AsyncClient`` (you close it); otherwise the
             model builds its own (``await model.aclose()`` closes it).
         default_headers: headers sent with every request.
+        max_event_bytes: the largest server-sent event accepted (default
+            16 MiB); a larger one ends the stream with ``EventTooLargeError``.
 
     Raises:
-        ConfigurationError: ``httpx2`` is missing or there is no API key; raised
-            here, before any request.
+        ConfigurationError: ``httpx2`` is missing, there is no API key, or an
+            argument is out of range; raised here, before any request.
 
     Call settings: ``max_tokens``, ``temperature``, ``top_p``, ``seed``,
     ``presence_penalty``, ``frequency_penalty``, ``stop_sequences`` (others are
@@ -120,7 +123,12 @@ class OpenAIChatModel(_OpenAIModel):
     def _response(
         self, response: httpx2.Response, body: dict[str, Any], warnings: list[Any]
     ) -> ProviderResponse:
-        return OpenAIChatResponse(response, request_body=body, warnings=warnings)
+        return OpenAIChatResponse(
+            response,
+            request_body=body,
+            warnings=warnings,
+            max_event_bytes=self._max_event_bytes,
+        )
 
 
 def _chat_tool(tool: ToolDefinition) -> dict[str, Any]:
@@ -219,6 +227,7 @@ class OpenAIChatResponse(ProviderResponse):
     ``finish_reason``."""
 
     provider = "openai-chat"
+    model_class = "OpenAIChatModel"
 
     def __init__(
         self,
@@ -226,8 +235,9 @@ class OpenAIChatResponse(ProviderResponse):
         *,
         request_body: dict[str, Any],
         warnings: list[Any],
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        super().__init__(response)
+        super().__init__(response, max_event_bytes=max_event_bytes)
         self._request_body = request_body
         self._warnings = warnings
         self._id: str | None = None

@@ -49,6 +49,7 @@ from ._errors import (
 )
 from ._json import as_dict, get_dict, get_int, get_str, parse_args
 from ._sse import (
+    DEFAULT_MAX_EVENT_BYTES,
     ProviderResponse,
     ServerSentEvent,
 )
@@ -120,7 +121,12 @@ class OpenAIResponsesModel(_OpenAIModel):
     def _response(
         self, response: httpx2.Response, body: dict[str, Any], warnings: list[Any]
     ) -> ProviderResponse:
-        return OpenAIResponsesResponse(response, request_body=body, warnings=warnings)
+        return OpenAIResponsesResponse(
+            response,
+            request_body=body,
+            warnings=warnings,
+            max_event_bytes=self._max_event_bytes,
+        )
 
 
 def _responses_tool_choice(choice: ToolChoice) -> Any:
@@ -207,6 +213,7 @@ class OpenAIResponsesResponse(ProviderResponse):
     ended."""
 
     provider = "openai"
+    model_class = "OpenAIResponsesModel"
 
     def __init__(
         self,
@@ -214,8 +221,9 @@ class OpenAIResponsesResponse(ProviderResponse):
         *,
         request_body: dict[str, Any],
         warnings: list[Any],
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        super().__init__(response)
+        super().__init__(response, max_event_bytes=max_event_bytes)
         self._request_body = request_body
         self._warnings = warnings
         self._id: str | None = None

@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._errors import ProviderError, ProviderStreamError
+from .._errors import (
+    ConfigurationError,
+    EventTooLargeError,
+    ProviderError,
+    ProviderStreamError,
+)
 from ..data import Chunk, Usage
 from ..models import ModelFinish
 
@@ -33,16 +38,33 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLOSE_DEADLINE",
+    "DEFAULT_MAX_EVENT_BYTES",
     "ProviderCall",
     "ProviderResponse",
     "SSEDecoder",
     "ServerSentEvent",
+    "check_max_event_bytes",
 ]
 
 logger = logging.getLogger("procession.providers")
 
 CLOSE_DEADLINE = 2.0
 """Seconds a close may take (shielded from cancellation) before it is abandoned."""
+
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""The largest server-sent event a provider model accepts by default (16 MiB):
+far above any real event (a whole tool-call argument or text block), low enough
+that a broken or hostile server cannot fill the memory."""
+
+
+def check_max_event_bytes(value: object, owner: str) -> int:
+    """``value`` if it is a positive int (a ``max_event_bytes`` setting), else
+    ``ConfigurationError`` naming ``owner`` (the class it was passed to)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"{owner}(max_event_bytes=) must be a positive int (bytes), got {value!r}"
+        )
+    return value
 
 
 @attrs.frozen
@@ -62,42 +84,118 @@ class SSEDecoder:
     """An incremental SSE parser (WHATWG ``text/event-stream``): feed it bytes as
     they arrive, in pieces of any size, and it returns the complete messages.
 
-    Lines end in ``\\n`` or ``\\r\\n``; comment lines (``:``) and ``id:`` /
+    Lines end in ``\\r\\n``, ``\\n`` or a lone ``\\r`` (also when a ``\\r\\n``
+    is split between two pieces); comment lines (``:``) and ``id:`` /
     ``retry:`` fields are ignored; a message without ``data:`` lines is
     dropped; an unterminated message at the end of the body is discarded (as the
     standard says), which is how a truncated stream loses its last event.
+
+    Linear in the body: each piece is scanned once for line endings, and a line
+    that spans pieces is kept as a list of them and joined once, when it ends
+    (``bytes_examined`` counts that work). A message larger than
+    ``max_event_bytes`` (its field lines so far, comment lines excluded, plus
+    the line still arriving) raises ``EventTooLargeError`` as soon as the bytes
+    that cross the limit are fed, so a body without line breaks cannot fill the
+    memory. ``provider`` and ``setting`` only word that error.
     """
 
-    __slots__ = ("_buffer", "_data", "_event")
+    __slots__ = (
+        "_data",
+        "_event",
+        "_event_bytes",
+        "_examined",
+        "_limit",
+        "_line",
+        "_line_bytes",
+        "_provider",
+        "_setting",
+        "_skip_lf",
+    )
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(
+        self,
+        *,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        provider: str = "the server",
+        setting: str = "max_event_bytes=...",
+    ) -> None:
+        self._limit = max_event_bytes
+        self._provider = provider
+        self._setting = setting
         self._event: str | None = None
         self._data: list[str] = []
+        self._event_bytes = 0  # the current message's complete lines
+        self._line: list[bytes] = []  # the pieces of the line still arriving
+        self._line_bytes = 0
+        self._skip_lf = False  # the last piece ended in "\r": a "\n" may follow
+        self._examined = 0
+
+    @property
+    def bytes_examined(self) -> int:
+        """Bytes scanned for line endings plus bytes copied to join lines that
+        spanned pieces, since this decoder was made: at most twice the bytes
+        fed, however they were split (what a linearity test reads)."""
+        return self._examined
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
-        """Take the next bytes of the body; return the messages they complete."""
-        self._buffer += chunk
+        """Take the next bytes of the body; return the messages they complete.
+
+        Raises ``EventTooLargeError`` when the message being read grows past
+        ``max_event_bytes``."""
         out: list[ServerSentEvent] = []
-        while True:
-            end = self._buffer.find(b"\n")
-            if end < 0:
+        if not chunk:
+            return out
+        self._examined += len(chunk)
+        # bytes.splitlines breaks at exactly \r\n, \r and \n: SSE's line ends.
+        pieces = chunk.splitlines(keepends=True)
+        if self._skip_lf and pieces[0] == b"\n":
+            del pieces[0]  # the rest of a "\r\n" split after its "\r"
+        self._skip_lf = chunk.endswith(b"\r")
+        for piece in pieces:
+            if piece.endswith(b"\r\n"):
+                body = piece[:-2]
+            elif piece.endswith((b"\n", b"\r")):
+                body = piece[:-1]
+            else:  # the last piece, its line still arriving
+                self._line.append(piece)
+                self._line_bytes += len(piece)
+                self._check_size()
                 return out
-            raw, self._buffer = self._buffer[:end], self._buffer[end + 1 :]
-            line = raw.removesuffix(b"\r").decode("utf-8", errors="replace")
-            if not line:
-                if self._data:
-                    out.append(ServerSentEvent(self._event, "\n".join(self._data)))
-                self._event, self._data = None, []
-                continue
-            if line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "event":
-                self._event = value or None
-            elif name == "data":
-                self._data.append(value)
+            if self._line:
+                self._line.append(body)
+                body = b"".join(self._line)
+                self._examined += len(body)
+                self._line, self._line_bytes = [], 0
+            self._take_line(body, out)
+        return out
+
+    def _take_line(self, raw: bytes, out: list[ServerSentEvent]) -> None:
+        if not raw:
+            if self._data:
+                out.append(ServerSentEvent(self._event, "\n".join(self._data)))
+            self._event, self._data, self._event_bytes = None, [], 0
+            return
+        if raw.startswith(b":"):
+            return
+        self._event_bytes += len(raw)
+        self._check_size()
+        line = raw.decode("utf-8", errors="replace")
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "event":
+            self._event = value or None
+        elif name == "data":
+            self._data.append(value)
+
+    def _check_size(self) -> None:
+        size = self._event_bytes + self._line_bytes
+        if size > self._limit:
+            raise EventTooLargeError(
+                provider=self._provider,
+                limit=self._limit,
+                size=size,
+                setting=self._setting,
+            )
 
 
 class ProviderResponse(abc.ABC):
@@ -116,12 +214,23 @@ class ProviderResponse(abc.ABC):
     """
 
     provider: str = "provider"
+    model_class: str = "the model"
+    """The model class that builds this response (words the size-limit error)."""
 
-    def __init__(self, response: httpx2.Response) -> None:
+    def __init__(
+        self,
+        response: httpx2.Response,
+        *,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
         self.finish: ModelFinish | None = None
         self._response = response
         self._bytes: AsyncGenerator[bytes, None] | None = None
-        self._decoder = SSEDecoder()
+        self._decoder = SSEDecoder(
+            max_event_bytes=max_event_bytes,
+            provider=self.provider,
+            setting=f"{self.model_class}(..., max_event_bytes=...)",
+        )
         self._events: deque[ServerSentEvent] = deque()
         self._pending: deque[Chunk] = deque()
         self._eof = False

@@ -1,8 +1,10 @@
 """Wire codecs: one cattrs converter per wire format.
 
 Mastra's chunk and message JSON (``to_wire`` / ``from_wire``,
-``message_to_wire`` / ``message_from_wire``), and the input shapes a
-``MessageList`` accepts (``parse_message`` / ``parse_system_message``).
+``message_to_wire`` / ``message_from_wire``), the input shapes a
+``MessageList`` accepts (``parse_message`` / ``parse_system_message``), and the
+check that text can leave the process (``find_lone_surrogate`` /
+``check_text``).
 (De)serialisation happens here, at the edges, and nowhere in the data model.
 """
 
@@ -12,8 +14,12 @@ from ._mastra import from_wire as from_wire
 from ._mastra import message_from_wire as message_from_wire
 from ._mastra import message_to_wire as message_to_wire
 from ._mastra import to_wire as to_wire
+from ._text import check_text as check_text
+from ._text import find_lone_surrogate as find_lone_surrogate
 
 __all__ = [
+    "check_text",
+    "find_lone_surrogate",
     "from_wire",
     "message_from_wire",
     "message_to_wire",

@@ -5,13 +5,17 @@ a simple ``{"role", "content"}`` dict, an AI SDK UI message (``parts`` at the
 top level) or a ``MastraDBMessage`` dict (``content`` an object), which goes
 through the Mastra codec. A system message arrives as a str, a
 ``SystemMessage``, a system ``Message`` or a ``{"role": "system", ...}`` dict.
-Every problem is a ``MessageFormatError`` that quotes the offending value.
+Every problem is a ``MessageFormatError`` that quotes the offending value; text
+that is not valid Unicode (a lone surrogate) is its ``InvalidTextError``, so bad
+input fails here, before any processor or request sees it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any, get_args
+
+import attrs
 
 from .._errors import MessageFormatError, WireFormatError
 from ..data import (
@@ -25,10 +29,16 @@ from ..data import (
     utc_now,
 )
 from ._mastra import message_from_wire
+from ._text import check_text, find_lone_surrogate
 
 __all__ = ["parse_message", "parse_system_message"]
 
 _ROLES: tuple[str, ...] = get_args(Role)
+# What _check_message_text reads besides the parts.
+_CONTENT_FIELDS = tuple(
+    f.name for f in attrs.fields(MessageContent) if f.name != "parts"
+)
+_MESSAGE_FIELDS = tuple(f.name for f in attrs.fields(Message) if f.name != "content")
 
 
 def parse_message(
@@ -46,10 +56,16 @@ def parse_message(
     ``MessageContent``, and ``content.parts`` or a ``content.content`` str
     (even ``""``). Anything else raises ``MessageFormatError`` naming it (a
     Mastra codec error is wrapped, with the ``WireFormatError`` as its cause).
+    A string anywhere in the message that holds a lone surrogate raises
+    ``InvalidTextError`` naming the message (id and role) and the part (index
+    and type).
     """
     message = _parse(value, generate_id)
     if isinstance(message, Message):
         _validate(message)
+        _check_message_text(message)
+    else:
+        _check_system_text(message)
     return message
 
 
@@ -57,7 +73,14 @@ def parse_system_message(value: object) -> SystemMessage:
     """The system message ``value`` stands for: a ``SystemMessage`` as it is, a
     str, a ``Message`` with role system (its text, see ``joined_text``) or a
     ``{"role": "system", "content": str | [text parts]}`` dict (``providerOptions``
-    kept). Another role or shape raises ``MessageFormatError``."""
+    kept). Another role or shape raises ``MessageFormatError``; a lone surrogate
+    in it, ``InvalidTextError``."""
+    message = _parse_system(value)
+    _check_system_text(message)
+    return message
+
+
+def _parse_system(value: object) -> SystemMessage:
     if isinstance(value, SystemMessage):
         return value
     if isinstance(value, str):
@@ -180,6 +203,27 @@ def _validate(message: Message) -> None:
             f"message {message.id!r} ({message.role}) has no content: expected "
             f"content.parts (a non-empty list) or content.content (a str)"
         )
+
+
+def _check_message_text(message: Message) -> None:
+    """``InvalidTextError`` for a lone surrogate in any string of ``message``:
+    each part first (named by index and type), then the rest of it."""
+
+    def named() -> str:
+        return f"message {message.id!r} ({message.role})"
+
+    for index, part in enumerate(message.content.parts):
+        if find_lone_surrogate(part) is not None:
+            kind = getattr(part, "type", type(part).__name__)
+            check_text(part, f"{named()}, part #{index} ({kind})")
+    for name in _CONTENT_FIELDS:
+        check_text(getattr(message.content, name), named, path=f"content.{name}")
+    for name in _MESSAGE_FIELDS:
+        check_text(getattr(message, name), named, path=name)
+
+
+def _check_system_text(message: SystemMessage) -> None:
+    check_text(message, "system message")
 
 
 def _system_from_mapping(data: Mapping[str, Any]) -> SystemMessage:

@@ -1,0 +1,286 @@
+"""Text that is not valid Unicode stops at the edge (issue 9, §2.4): a lone
+surrogate in the caller's messages fails where they are parsed, and
+``check_prompt_text`` finds one in a prompt, each with an ``InvalidTextError``
+naming the message, the part and the offset, before any processor or request."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import attrs
+import pytest
+
+from procession import (
+    Agent,
+    InvalidTextError,
+    Message,
+    MessageFormatError,
+    Processor,
+    SystemMessage,
+)
+from procession.messages import (
+    MessageContent,
+    TextPart,
+    ToolInvocation,
+    ToolInvocationPart,
+)
+from procession.models import check_prompt_text
+from procession.processors import (
+    PromptAssistantMessage,
+    PromptFilePart,
+    PromptMessage,
+    PromptSystemMessage,
+    PromptTextPart,
+    PromptToolCallPart,
+    PromptToolMessage,
+    PromptToolResultPart,
+    PromptUserMessage,
+)
+from procession.testing import ScriptedModel
+from procession.wire import find_lone_surrogate, parse_message, parse_system_message
+
+LONE = "\ud800"
+
+
+def ids() -> Any:
+    counter = itertools.count(1)
+    return lambda: f"m{next(counter)}"
+
+
+# --- find_lone_surrogate ----------------------------------------------------------
+
+
+@attrs.frozen
+class Box:
+    label: str
+    items: list[Any]
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ("ok", None),
+        ("naïve ☃ 😀 𝄞", None),  # surrogate *pairs* are fine
+        (f"ab{LONE}c", ("", 2, 0xD800)),
+        ("x\udfff", ("", 1, 0xDFFF)),
+        ({"city": ["Paris", f"Lyon{LONE}"]}, ("['city'][1]", 4, 0xD800)),
+        ({f"k{LONE}": 1}, ("[" + repr(f"k{LONE}") + "] (the key)", 1, 0xD800)),
+        (("a", ("b", LONE)), ("[1][1]", 0, 0xD800)),
+        (Box("fine", [1, None, {"t": LONE}]), ("items[2]['t']", 0, 0xD800)),
+        ([1, 2.5, None, b"\xed\xa0\x80", object()], None),  # only str is text
+    ],
+)
+def test_find_lone_surrogate(value: object, found: Any) -> None:
+    assert find_lone_surrogate(value) == found
+
+
+def test_a_cycle_ends_the_search() -> None:
+    loop: list[Any] = ["ok"]
+    loop.append(loop)
+    assert find_lone_surrogate(loop) is None
+
+
+# --- the caller's messages, where they are parsed ---------------------------------
+
+
+NAMED_INPUTS = [
+    (f"hi {LONE}", r"message 'm1' \(user\), part #0 \(text\): text holds a lone"),
+    (
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": LONE}],
+        },
+        r"message 'm1' \(user\), part #1 \(text\): text holds",
+    ),
+    (
+        {"id": "ui-1", "role": "user", "parts": [{"type": "text", "text": LONE}]},
+        r"message 'ui-1' \(user\), part #0 \(text\)",
+    ),
+    (
+        {
+            "id": "db-1",
+            "role": "assistant",
+            "content": {
+                "format": 2,
+                "parts": [
+                    {"type": "step-start"},
+                    {
+                        "type": "tool-invocation",
+                        "toolInvocation": {
+                            "state": "call",
+                            "toolCallId": "c1",
+                            "toolName": "weather",
+                            "args": {"city": ["Paris", f"x{LONE}"]},
+                        },
+                    },
+                ],
+            },
+        },
+        r"message 'db-1' \(assistant\), part #1 \(tool-invocation\): "
+        r"tool_invocation\.args\['city'\]\[1\] holds a lone surrogate U\+D800 at "
+        r"offset 1",
+    ),
+    (
+        Message(
+            id="obj-1",
+            role="user",
+            content=MessageContent(parts=[TextPart(text="fine")], content=LONE),
+        ),
+        r"message 'obj-1' \(user\): content\.content holds",
+    ),
+    (
+        Message.user("fine", thread_id=f"t{LONE}"),
+        r"\(user\): thread_id holds a lone surrogate U\+D800 at offset 1",
+    ),
+    ({"role": "system", "content": LONE}, r"system message: content holds"),
+    (
+        SystemMessage(content="ok", provider_options={"x": LONE}),
+        r"system message: provider_options\['x'\] holds",
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "match"), NAMED_INPUTS)
+def test_parse_message_names_the_message_and_part(value: Any, match: str) -> None:
+    with pytest.raises(InvalidTextError, match=match) as info:
+        parse_message(value, generate_id=ids())
+    assert isinstance(info.value, MessageFormatError)
+    assert "expected valid Unicode text" in str(info.value)
+
+
+def test_the_error_carries_where_field_offset_and_code_point() -> None:
+    with pytest.raises(InvalidTextError, match="at offset 3") as info:
+        parse_message("abc\udc80", generate_id=ids())
+    error = info.value
+    assert (error.where, error.field, error.offset, error.code_point) == (
+        "message 'm1' (user), part #0 (text)",
+        "text",
+        3,
+        0xDC80,
+    )
+
+
+def test_parse_system_message_checks_the_text() -> None:
+    with pytest.raises(InvalidTextError, match="system message: content holds"):
+        parse_system_message(f"be brief{LONE}")
+    with pytest.raises(InvalidTextError, match="at offset 0"):
+        parse_system_message(
+            {"role": "system", "content": [{"type": "text", "text": LONE}]}
+        )
+
+
+def test_valid_text_parses_as_before() -> None:
+    message = parse_message("naïve 😀", generate_id=ids())
+    assert isinstance(message, Message)
+    assert message.content.content == "naïve 😀"
+    invocation = ToolInvocationPart(
+        tool_invocation=ToolInvocation(
+            state="call", tool_call_id="c1", tool_name="t", args={"é": ["ü"]}
+        )
+    )
+    held = Message(
+        id="a1", role="assistant", content=MessageContent(parts=[invocation])
+    )
+    assert parse_message(held, generate_id=ids()) is held
+
+
+# --- check_prompt_text ------------------------------------------------------------
+
+
+def prompt_with(part: Any, *, role: str = "user") -> list[Any]:
+    before = [PromptSystemMessage("sys"), PromptUserMessage([PromptTextPart("hi")])]
+    if role == "user":
+        return [*before, PromptUserMessage([PromptTextPart("ok"), part])]
+    if role == "assistant":
+        return [*before, PromptAssistantMessage([PromptTextPart("ok"), part])]
+    return [*before, PromptToolMessage([PromptToolResultPart("c0", "t", 1), part])]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "match"),
+    [
+        (
+            prompt_with(PromptTextPart(f"abcde{LONE}")),
+            r"^prompt message #2 \(user\), part #1 \(text\): text holds a lone "
+            r"surrogate U\+D800 at offset 5; expected valid Unicode text",
+        ),
+        (
+            prompt_with(PromptFilePart("aGk=", "text/plain", LONE)),
+            r"prompt message #2 \(user\), part #1 \(file\): filename holds",
+        ),
+        (
+            prompt_with(PromptToolCallPart("c1", "t", {"q": LONE}), role="assistant"),
+            r"#2 \(assistant\), part #1 \(tool-call\): args\['q'\] holds",
+        ),
+        (
+            prompt_with(PromptToolResultPart("c1", "t", [LONE]), role="tool"),
+            r"#2 \(tool\), part #1 \(tool-result\): result\[0\] holds",
+        ),
+        (
+            [PromptSystemMessage(f"be {LONE}")],
+            r"prompt message #0 \(system\): content holds .* at offset 3",
+        ),
+        (
+            [PromptUserMessage([PromptTextPart("ok")], provider_options={"a": LONE})],
+            r"prompt message #0 \(user\): provider_options\['a'\] holds",
+        ),
+    ],
+)
+def test_check_prompt_text_names_the_prompt_message_and_part(
+    prompt: list[Any], match: str
+) -> None:
+    with pytest.raises(InvalidTextError, match=match):
+        check_prompt_text(prompt)
+
+
+def test_check_prompt_text_passes_valid_prompts_of_any_size() -> None:
+    big = "x" * 5_000_000
+    prompt: list[PromptMessage] = [
+        PromptSystemMessage("sys ☃"),
+        PromptUserMessage([PromptTextPart(big), PromptTextPart("😀 naïve")]),
+        PromptAssistantMessage([PromptToolCallPart("c1", "t", {"é": [big]})]),
+        PromptToolMessage([PromptToolResultPart("c1", "t", {"r": "ü"})]),
+    ]
+    check_prompt_text(prompt)  # no error
+    check_prompt_text([])
+
+
+# --- through Agent.generate -------------------------------------------------------
+
+
+class Recorder(Processor):
+    id = "recorder"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def process_input(self, args: Any) -> Any:
+        self.calls += 1
+        return args.messages
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        f"hello {LONE}",
+        [{"role": "user", "content": "fine"}, {"role": "user", "content": LONE}],
+    ],
+)
+def test_generate_refuses_a_surrogate_before_any_processor_or_model_call(
+    messages: Any,
+) -> None:
+    model = ScriptedModel(["never sent"])
+    recorder = Recorder()
+    agent = Agent(id="a", model=model, input_processors=[recorder])
+    with pytest.raises(InvalidTextError, match=r"\(user\), part #0 \(text\)"):
+        _ = agent.generate(messages)  # raised at the call, nothing to await
+    assert model.calls == []
+    assert recorder.calls == 0
+
+
+async def test_generate_with_valid_text_still_runs() -> None:
+    model = ScriptedModel(["done"])
+    result = await Agent(id="a", model=model).generate("naïve 😀")
+    assert result.text == "done"
+    assert len(model.calls) == 1
