@@ -49,7 +49,7 @@ from ..data import (
     add_usage,
     new_message_id,
 )
-from ..models import ModelFinish, ModelRequest, ToolDefinition
+from ..models import ModelFinish, ModelRequest, ToolDefinition, check_prompt_text
 from ..processors import (
     MessageList,
     ModelIdleTimeout,
@@ -98,6 +98,10 @@ class StepRunner:
             await control.mark_retry_count(state.retry_count, view)
         prompt = state.message_list.get.all.prompt()
         prompt, cached = await self._llm_request(step_number, config, prompt)
+        if cached is None:
+            # A processor may have put text in that no HTTP layer can encode:
+            # say where, before any request (not a UnicodeEncodeError in httpx).
+            check_prompt_text(prompt)
         response_id = new_message_id()
         step_start = StepStartChunk(
             payload=StepStartPayload(message_id=response_id), run_id=state.run_id

@@ -147,3 +147,25 @@ def test_a_run_started_from_asyncio_says_procession_runs_on_trio() -> None:
     agent = Agent(id="a", model=ScriptedModel(["x"]))
     with pytest.raises(ConfigurationError, match=r"runs on trio .*from asyncio"):
         asyncio.run(agent.generate("hi"))
+
+
+async def test_a_lone_surrogate_a_processor_adds_is_refused_before_the_request() -> (
+    None
+):
+    from procession.processors import InvalidTextError
+
+    class Corrupts(Processor):
+        id = "corrupts"
+
+        def process_llm_request(self, args: Any) -> Any:
+            from procession.processors import PromptTextPart, PromptUserMessage
+
+            return {"prompt": [PromptUserMessage((PromptTextPart("bad \ud800 text"),))]}
+
+    model = ScriptedModel(["x"])
+    agent = Agent(id="a", model=model, input_processors=[Corrupts()])
+    result = await agent.generate("hi")
+    assert isinstance(result.error, InvalidTextError)
+    assert "U+D800" in str(result.error)
+    assert "part #0" in str(result.error)
+    assert model.calls == []
