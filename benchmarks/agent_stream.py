@@ -39,12 +39,27 @@ class Row:
     us_per_chunk: float
 
 
-async def _agent(n: int, k: int) -> float:
+def _recording_provider() -> Any:
+    """An OpenTelemetry SDK provider that records every span (and drops it):
+    what a traced service pays, without an exporter's own cost."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    return provider
+
+
+async def _agent(n: int, k: int, tracer_provider: Any = None) -> float:
     chunks: list[Chunk] = [text_delta("x ") for _ in range(n)]
     agent = Agent(
         id="bench",
         model=ScriptedModel([chunks]),
         output_processors=[PassThrough(i) for i in range(k)],
+        tracer_provider=tracer_provider,
     )
     start = time.perf_counter()
     async with agent.stream("hi") as stream:
@@ -68,12 +83,23 @@ async def _pipeline(n: int, k: int) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
+async def _agent_traced(n: int, k: int) -> float:
+    return await _agent(n, k, _recording_provider())
+
+
 async def _measure(n: int, rounds: int) -> list[Row]:
     rows: list[Row] = []
+    setups: tuple[tuple[str, Any], ...] = (
+        ("pipeline", _pipeline),
+        ("agent.stream", _agent),
+        ("agent+otel sdk", _agent_traced),
+    )
     for k in (0, 5):
-        for setup, run in (("pipeline", _pipeline), ("agent.stream", _agent)):
-            times = [await run(n, k) for _ in range(rounds)]
-            rows.append(Row(setup, k, statistics.median(times)))
+        times: dict[str, list[float]] = {name: [] for name, _ in setups}
+        for _ in range(rounds):  # interleaved, so drift hits every setup alike
+            for name, run in setups:
+                times[name].append(await run(n, k))
+        rows.extend(Row(name, k, statistics.median(times[name])) for name, _ in setups)
     return rows
 
 
@@ -84,10 +110,18 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     n, rounds = (200, 1) if args.quick else (40_000, 5)
     rows = trio.run(_measure, n, rounds)
     base = {r.processors: r.us_per_chunk for r in rows if r.setup == "pipeline"}
-    print(f"{'setup':<14}{'processors':>11}{'us/chunk':>10}{'vs pipeline':>13}")
+    agent = {r.processors: r.us_per_chunk for r in rows if r.setup == "agent.stream"}
+    print(
+        f"{'setup':<16}{'processors':>11}{'us/chunk':>10}{'vs pipeline':>13}"
+        f"{'vs agent':>10}"
+    )
     for r in rows:
         ratio = r.us_per_chunk / base[r.processors]
-        print(f"{r.setup:<14}{r.processors:>11}{r.us_per_chunk:>10.2f}{ratio:>12.1f}x")
+        vs_agent = r.us_per_chunk / agent[r.processors]
+        print(
+            f"{r.setup:<16}{r.processors:>11}{r.us_per_chunk:>10.2f}{ratio:>12.1f}x"
+            f"{vs_agent:>9.2f}x"
+        )
     return rows
 
 

@@ -70,7 +70,9 @@ def test_the_agent_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> 
     finally:
         del sys.modules[spec.name]
     assert {(r.setup, r.processors) for r in rows} == {
-        (setup, k) for setup in ("pipeline", "agent.stream") for k in (0, 5)
+        (setup, k)
+        for setup in ("pipeline", "agent.stream", "agent+otel sdk")
+        for k in (0, 5)
     }
     assert all(r.us_per_chunk > 0 for r in rows)
     assert "vs pipeline" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from ..data import FinishChunk, StepFinishChunk
+from ..data import FinishChunk, StepFinishChunk, StepRetryChunk
 from ..processors import ProcessorSpec
 from ..telemetry import names
 
@@ -31,7 +31,9 @@ class _StreamSpan:
         self.seen = self.dropped = self.emitted = 0
         self.seconds = 0.0
 
-    def before(self) -> None:
+    def before(self, part: Any) -> None:
+        if part.__class__ is StepRetryChunk:
+            self.close()  # the rejected attempt's span ends; the retry opens one
         if self.span is None:
             self.span = self.telemetry.span(
                 f"process_output_stream {self.spec.id}",
@@ -86,7 +88,7 @@ def traced_stream_spec(
     if hook.is_async:
 
         async def traced_async(args: Any) -> Any:
-            tracker.before()
+            tracker.before(args.part)
             start = clock()
             try:
                 result = await fn(args)
@@ -100,7 +102,7 @@ def traced_stream_spec(
     else:
 
         def traced_sync(args: Any) -> Any:
-            tracker.before()
+            tracker.before(args.part)
             start = clock()
             try:
                 result = fn(args)

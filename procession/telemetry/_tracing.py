@@ -330,7 +330,7 @@ class RunTelemetry:
         span.set_attribute(c.OUTCOME, outcome.kind)
         span.set_attribute(c.FINISH_REASON, outcome.finish_reason)
         span.set_attribute(c.RETRY_COUNT, retry_count)
-        span.set_attribute(c.CHUNKS_IN, chunks)
+        span.set_attribute(c.CHUNKS_DELIVERED, chunks)
         for key, value in _usage_attributes(usage).items():
             span.set_attribute(key, value)
         if outcome.kind == "error" and outcome.error is not None:

@@ -253,3 +253,23 @@ async def test_without_a_recording_provider_nothing_is_wrapped() -> None:
         async for _chunk in stream:
             pass
     assert state.traced_streams == []
+
+
+async def test_span_tree_draws_the_run_with_its_children_and_events(
+    exporter: InMemorySpanExporter,
+) -> None:
+    from procession.telemetry import span_tree
+
+    agent = Agent(
+        id="a",
+        model=ScriptedModel([text_turn("one secret")]),
+        output_processors=[Guard()],
+        tracer_provider=provider_for(exporter),
+    )
+    await agent.generate("hi")
+    drawn = span_tree(exporter.get_finished_spans()).splitlines()
+    assert drawn[0].startswith("invoke_agent a  [outcome=tripwire")
+    assert drawn[0].endswith("⚑ tripwire (leak)")
+    assert drawn[1].startswith("├─ process_output_stream guard  [in=")
+    assert drawn[1].endswith("⚑ tripwire (leak)")
+    assert drawn[-1].startswith("└─ chat scripted-model")
