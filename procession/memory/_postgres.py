@@ -149,12 +149,33 @@ class _Dialect:
 class _Call:
     """One storage call: its cancel flag and, while it runs, its connection."""
 
-    __slots__ = ("abandoned", "conn", "lock")
+    __slots__ = ("abandoned", "conn", "finished", "lock")
 
     def __init__(self) -> None:
         self.abandoned = False
         self.conn: Any = None
+        self.finished = threading.Event()
         self.lock = threading.Lock()
+
+
+class _Guarded:
+    """The connection as the queries see it: once the call is abandoned, no
+    further statement starts (a server-side cancel stops only the statement
+    running when it arrives)."""
+
+    __slots__ = ("_call", "_conn")
+
+    def __init__(self, conn: Any, call: _Call) -> None:
+        self._conn = conn
+        self._call = call
+
+    def execute(self, query: Any, params: Any = None) -> Any:
+        if self._call.abandoned:
+            raise _Abandoned
+        return self._conn.execute(query, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
 
 
 class PostgresStorage:
@@ -234,13 +255,13 @@ class PostgresStorage:
                         if call.abandoned:
                             raise _Abandoned
                         call.conn = conn
-                    try:
-                        return fn(conn)
-                    finally:
-                        with call.lock:
-                            call.conn = None
+                    return fn(_Guarded(conn, call))
             except (self._psycopg.Error, self._pool_module.PoolTimeout) as exc:
                 raise self._translate(exc) from exc
+            finally:
+                with call.lock:
+                    call.conn = None
+                call.finished.set()
 
         try:
             return await trio.to_thread.run_sync(
@@ -249,10 +270,10 @@ class PostgresStorage:
         except trio.Cancelled:
             with call.lock:
                 call.abandoned = True
-                conn = call.conn
-            if conn is not None:
+                running = call.conn is not None
+            if running:
                 # cancel_safe waits for the server's answer: not on trio's thread.
-                threading.Thread(target=_cancel, args=(conn,), daemon=True).start()
+                threading.Thread(target=_cancel, args=(call,), daemon=True).start()
             raise
 
     def _open(self, *, migrate: bool) -> Any:
@@ -386,9 +407,21 @@ class _Abandoned(Exception):
     """The caller was cancelled before its query began; never seen."""
 
 
-def _cancel(conn: Any) -> None:
-    with contextlib.suppress(Exception):  # the query may have ended meanwhile
-        conn.cancel_safe()
+def _cancel(call: _Call) -> None:
+    """Cancel the call's statement on the server until its worker has left.
+
+    A cancel request that reaches the server between two statements is
+    ignored by it, so one request is not enough; ``_Guarded`` stops the next
+    statement from starting, and this retries for the one already sent."""
+    while True:
+        with call.lock:
+            conn = call.conn
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):  # the statement may have ended
+            conn.cancel_safe(timeout=5)
+        if call.finished.wait(0.05):
+            return
 
 
 def _now() -> _dt.datetime:

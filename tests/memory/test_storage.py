@@ -255,7 +255,11 @@ async def test_a_cancelled_save_stops_its_query_and_writes_nothing(
     finished = threading.Event()
     outcome: list[str] = []
 
+    pids: list[int] = []
+
     def slow(conn: Any) -> None:
+        if backend.name == "postgres":
+            pids.append(conn.info.backend_pid)
         trio.from_thread.run_sync(started.set)
         try:
             conn.execute(backend.slow_statement).fetchall()
@@ -273,6 +277,8 @@ async def test_a_cancelled_save_stops_its_query_and_writes_nothing(
                 storage.save_turn, "t", "alice", [Message.user("never saved")]
             )
             await started.wait()
+            if pids:  # cancel only once the server runs the statement
+                assert await trio.to_thread.run_sync(_wait_until_sleeping, pids[0])
             scope.cancel()
     assert scope.cancelled_caught
     # The statement would run for a minute; interrupted, it ends at once.
@@ -283,6 +289,21 @@ async def test_a_cancelled_save_stops_its_query_and_writes_nothing(
     assert await storage.list_messages("t", "alice") == []
     await storage.save_turn("t", "alice", [Message.user("later")])
     assert texts(await storage.list_messages("t", "alice")) == ["later"]
+
+
+def _wait_until_sleeping(pid: int) -> bool:
+    """Whether the server session ``pid`` started its ``pg_sleep`` (polled
+    from a second session, a few thousand times at most)."""
+    with admin_connection() as admin:
+        for _ in range(5000):
+            row = admin.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active' "
+                "AND query LIKE 'SELECT pg_sleep%%'",
+                (pid,),
+            ).fetchone()
+            if row is not None:
+                return True
+    return False
 
 
 async def test_a_closed_storage_says_so(backend: Backend) -> None:
