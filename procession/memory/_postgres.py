@@ -32,26 +32,30 @@ _SCHEMA_LOCK_KEY = 0x70726F63
 
 
 def postgres_schema(*, own_schema: bool = False) -> _sql.Schema:
-    """Schema version 1 in PostgreSQL's types (JSONB, TIMESTAMPTZ; ``seq``
-    orders messages saved at the same instant); with ``own_schema``, it
-    creates the PostgreSQL schema that holds the tables too."""
+    """Schema version 1 in PostgreSQL's types; with ``own_schema``, it creates
+    the PostgreSQL schema that holds the tables too.
+
+    JSON, not JSONB: JSONB rewrites numbers (a float ``4.786337815060274e16``
+    reads back as a different integer) and rejects ``\\u0000`` in strings, and
+    a message must read back exactly. ``seq`` orders messages saved at the
+    same instant."""
     return _sql.Schema(
         version=_sql.SCHEMA_VERSION,
         create=(
             *(["CREATE SCHEMA IF NOT EXISTS {schema}"] if own_schema else []),
             "CREATE TABLE {version} (version INTEGER NOT NULL)",
             "CREATE TABLE {resources} (id TEXT PRIMARY KEY, working_memory TEXT, "
-            "metadata JSONB, created_at TIMESTAMPTZ NOT NULL, "
+            "metadata JSON, created_at TIMESTAMPTZ NOT NULL, "
             "updated_at TIMESTAMPTZ NOT NULL)",
             "CREATE TABLE {threads} (id TEXT PRIMARY KEY, "
-            "resource_id TEXT NOT NULL, title TEXT, metadata JSONB, "
+            "resource_id TEXT NOT NULL, title TEXT, metadata JSON, "
             "created_at TIMESTAMPTZ NOT NULL, updated_at TIMESTAMPTZ NOT NULL)",
             "CREATE INDEX procession_threads_by_resource "
             "ON {threads} (resource_id, updated_at)",
             "CREATE TABLE {messages} (id TEXT PRIMARY KEY, thread_id TEXT NOT NULL "
             "REFERENCES {threads} (id) ON DELETE CASCADE, "
             "resource_id TEXT NOT NULL, role TEXT NOT NULL, type TEXT NOT NULL, "
-            "content JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL, "
+            "content JSON NOT NULL, created_at TIMESTAMPTZ NOT NULL, "
             "seq BIGINT GENERATED ALWAYS AS IDENTITY)",
             "CREATE INDEX procession_messages_by_thread "
             "ON {messages} (thread_id, created_at, seq)",
@@ -124,7 +128,7 @@ class _Dialect:
         return self._jsonb(value)
 
     def read_json(self, value: Any) -> Any:
-        return value  # psycopg loads JSONB itself
+        return value  # psycopg loads JSON itself
 
     @contextlib.contextmanager
     def read(self, conn: Any) -> Iterator[None]:
@@ -225,7 +229,7 @@ class PostgresStorage:
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self._schema = postgres_schema(own_schema=schema_name is not None)
-        self._dialect = _Dialect(self.where, schema_name, psycopg.types.json.Jsonb)
+        self._dialect = _Dialect(self.where, schema_name, psycopg.types.json.Json)
         self._pool: Any = None
         self._schema_checked = False
         self._closed = False

@@ -31,7 +31,12 @@ from typing import Any, Protocol
 
 import attrs
 
-from .._errors import SchemaVersionError, StorageError, ThreadOwnershipError
+from .._errors import (
+    MessageFormatError,
+    SchemaVersionError,
+    StorageError,
+    ThreadOwnershipError,
+)
 from ..messages import Message, message_from_wire, message_to_wire
 from ._values import Resource, Thread
 
@@ -322,6 +327,8 @@ def save_turn(
     The thread's row lock (PostgreSQL) or the write lock (SQLite) orders two
     saves on one thread: the second places its new messages after the first's.
     ``before_commit(conn)`` runs last inside the transaction (a test hook)."""
+    for message in messages:
+        _check_storable(message)
     with d.write(conn):
         _locked_thread(conn, d, thread_id, resource_id, now)
         ids = [m.id for m in messages]
@@ -433,6 +440,20 @@ def update_working_memory(
 
 
 # ------------------------------------------------------------------- helpers
+
+
+def _check_storable(message: Message) -> None:
+    """Timestamps are stored in UTC with a four-digit year (SQLite sorts them
+    as text); a ``created_at`` outside that range cannot be stored."""
+    try:
+        year = _aware(message.created_at).astimezone(_dt.UTC).year
+    except OverflowError:
+        year = 0
+    if not 1000 <= year <= 9998:
+        raise MessageFormatError(
+            f"message {message.id!r} has created_at={message.created_at!r}; memory "
+            f"stores times from the year 1000 to 9998 (UTC)"
+        )
 
 
 def _aware(moment: _dt.datetime) -> _dt.datetime:

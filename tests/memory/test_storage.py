@@ -27,6 +27,7 @@ from procession.messages import (
     ToolInvocation,
     ToolInvocationPart,
 )
+from procession.processors import MessageFormatError
 
 from .memory_helpers import Backend, admin_connection
 
@@ -171,6 +172,25 @@ async def test_a_message_id_of_another_thread_saves_nothing(
         )
     assert await storage.get_thread("t2") is None
     assert texts(await storage.list_messages("t1", "alice")) == ["mine"]
+
+
+@pytest.mark.parametrize(
+    "created_at",
+    [
+        _dt.datetime(1, 1, 1, tzinfo=_dt.timezone(_dt.timedelta(hours=5))),
+        _dt.datetime(999, 12, 31, tzinfo=_dt.UTC),
+        _dt.datetime(9999, 1, 1, tzinfo=_dt.UTC),
+    ],
+)
+async def test_a_time_outside_the_stored_years_saves_nothing(
+    storage: MemoryStorage, created_at: _dt.datetime
+) -> None:
+    bad = Message.user("when?", id="msg-bad", created_at=created_at)
+    with pytest.raises(
+        MessageFormatError, match=r"'msg-bad' has created_at=.* 1000 to 9998"
+    ):
+        await storage.save_turn("t", "alice", [Message.user("fine"), bad])
+    assert await storage.get_thread("t") is None
 
 
 async def test_working_memory_is_per_resource(storage: MemoryStorage) -> None:
