@@ -100,6 +100,21 @@ async def _measure(
     return statistics.median(ordered), p95, len(ordered) / wall
 
 
+async def _rows(
+    setups: Sequence[tuple[str, Callable[[], MemoryStorage] | None]],
+    conversations: int,
+    turns: int,
+    rounds: int,
+) -> list[Row]:
+    """One row per setup; the first (no memory) is the baseline of the rest."""
+    rows: list[Row] = []
+    for name, make in setups:
+        median, p95, rate = await _measure(make, conversations, turns, rounds)
+        base = rows[0].ms_per_turn if rows else median
+        rows.append(Row(name, conversations, turns, median, p95, median - base, rate))
+    return rows
+
+
 def _postgres(dsn: str, schema: str) -> Callable[[], MemoryStorage]:
     return lambda: PostgresStorage(dsn, schema_name=schema, pool_size=20)
 
@@ -116,20 +131,10 @@ async def _run(turns: int, rounds: int, concurrent: int, tmp: str) -> list[Row]:
         setups.append(("postgres", _postgres(dsn, schema)))
     rows: list[Row] = []
     try:
-        base, _, _ = await _measure(None, 1, turns, rounds)
-        for name, make in setups:
-            median, p95, rate = await _measure(make, 1, turns, rounds)
-            rows.append(Row(name, 1, turns, median, p95, median - base, rate))
+        rows += await _rows(setups, 1, turns, rounds)
         if dsn:
-            many = max(1, turns // 4)
-            base_many, _, _ = await _measure(None, concurrent, many, 1)
-            for name, make in (
-                ("no memory", None),
-                ("postgres", _postgres(dsn, schema)),
-            ):
-                median, p95, rate = await _measure(make, concurrent, many, 1)
-                added = median - base_many
-                rows.append(Row(name, concurrent, many, median, p95, added, rate))
+            many = [("no memory", None), ("postgres", _postgres(dsn, schema))]
+            rows += await _rows(many, concurrent, max(1, turns // 4), 1)
     finally:
         if dsn:
             await trio.to_thread.run_sync(_drop_schema, dsn, schema)

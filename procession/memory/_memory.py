@@ -51,7 +51,7 @@ class _ThreadLock:
         self.users = 0
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False)
 class Memory:
     """Conversation memory for an agent (Mastra's ``Memory``).
 

@@ -39,7 +39,7 @@ def _unique_ids(batch: list[Message]) -> list[Message]:
 def test_any_message_reads_back_as_saved(backend: Backend) -> None:
     storage = backend()
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=40, deadline=None)
     @given(
         st.lists(messages().filter(_storable), min_size=1, max_size=3).map(_unique_ids)
     )

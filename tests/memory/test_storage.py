@@ -209,10 +209,10 @@ async def test_concurrent_saves_on_one_thread_are_whole_and_ordered(
     backend: Backend,
 ) -> None:
     """Twenty turns saved at once, through two storages (two processes, as
-    far as the database can tell), all timestamped alike: each turn lands
-    whole, none is lost or interleaved."""
+    far as the database can tell) that both create the schema on this first
+    use, all timestamped alike: each turn lands whole, none is lost or
+    interleaved."""
     stores = [backend(), backend()]
-    await stores[0].migrate()
 
     async def save(i: int) -> None:
         turn = [
