@@ -31,6 +31,18 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │       │                              event, bad data, no final event
     │       └── EventTooLargeError         one server-sent event passed the
     │                                      model's ``max_event_bytes``
+    ├── StorageError                       conversation memory's database failed
+    │   │                                  (procession.memory)
+    │   ├── StorageUnavailableError        unreachable, or the connection dropped
+    │   │   │                              (procession.memory); nothing written
+    │   │   └── StorageLockedError         a SQLite file stayed locked
+    │   │                                  (procession.memory)
+    │   ├── SchemaVersionError             the schema is older or newer; says
+    │   │                                  what to run (procession.memory)
+    │   ├── ThreadOwnershipError           the thread is another resource's
+    │   │                                  (procession.memory)
+    │   └── MissingThreadError (ValueError) memory is on, no thread id came
+    │                                      (procession.memory)
     ├── ScriptExhausted                    a ScriptedModel ran out of turns
     │                                      (procession.testing)
     └── FakeProviderError (AssertionError) the fake server's script was not met
@@ -70,6 +82,7 @@ __all__ = [
     "InvalidTextError",
     "MessageFormatError",
     "MissingFieldError",
+    "MissingThreadError",
     "ModelIdleTimeout",
     "OverloadedError",
     "ProcessionError",
@@ -83,6 +96,11 @@ __all__ = [
     "RETRYABLE_OPENAI_ERROR_CODES",
     "RateLimitError",
     "RunDeadlineExceeded",
+    "SchemaVersionError",
+    "StorageError",
+    "StorageLockedError",
+    "StorageUnavailableError",
+    "ThreadOwnershipError",
     "ToolArgumentsError",
     "TripWire",
     "UnknownChunkTypeError",
@@ -374,6 +392,73 @@ class EventTooLargeError(ProviderStreamError):
         )
         self.limit = limit
         self.size = size
+
+
+class StorageError(ProcessionError):
+    """Conversation memory's database failed (``procession.memory``).
+
+    Raised by the storages and the memory processors; the original driver
+    exception, if any, is ``__cause__``. No message, repr or log line of these
+    errors carries a database password.
+    """
+
+
+class StorageUnavailableError(StorageError):
+    """The database cannot be used now: it is unreachable, the file cannot be
+    opened, or the connection dropped in the middle of a transaction (which was
+    rolled back: nothing of it is written). Not an ``OSError``, for the reason
+    ``ProviderConnectionError`` is not one."""
+
+
+class StorageLockedError(StorageUnavailableError):
+    """A SQLite database file stayed locked by another connection (another
+    process) for longer than the storage's busy timeout; nothing was written."""
+
+
+class SchemaVersionError(StorageError):
+    """The memory tables carry a schema version this procession does not use.
+
+    ``found`` is the database's version, ``expected`` this procession's. An
+    older schema says to run ``await storage.migrate()``; a newer one says to
+    upgrade procession.
+    """
+
+    def __init__(self, found: int, expected: int, where: str) -> None:
+        if found < expected:
+            todo = (
+                "run `await storage.migrate()` once (it upgrades the tables in "
+                "place), then retry"
+            )
+        else:
+            todo = (
+                "this database was upgraded by a newer procession; upgrade "
+                "procession to use it"
+            )
+        super().__init__(
+            f"the memory schema in {where} is version {found}, this procession "
+            f"uses version {expected}: {todo}"
+        )
+        self.found = found
+        self.expected = expected
+
+
+class ThreadOwnershipError(StorageError):
+    """A thread id names a thread owned by another resource. Threads are never
+    readable or writable across resources; nothing was read or written."""
+
+    def __init__(self, thread_id: str, resource_id: str) -> None:
+        super().__init__(
+            f"thread {thread_id!r} belongs to another resource than "
+            f"{resource_id!r}; use a thread id of your own (threads are never "
+            f"shared across resources)"
+        )
+        self.thread_id = thread_id
+        self.resource_id = resource_id
+
+
+class MissingThreadError(StorageError, ValueError):
+    """Memory is on but the call named no thread (or no resource): pass
+    ``memory={"thread": ..., "resource": ...}``."""
 
 
 class TripWire(BaseException):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import sys
 from types import ModuleType
@@ -99,3 +100,23 @@ def test_the_sse_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> No
     examined = [r.examined_per_byte for r in rows if r.decoder == "SSEDecoder"]
     assert all(e is not None and 1 <= e <= 2 for e in examined)
     assert "vs baseline" in capsys.readouterr().out
+
+
+def test_the_memory_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    path = SCRIPT.parent / "memory_turns.py"
+    spec = importlib.util.spec_from_file_location("memory_turns", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
+    try:
+        spec.loader.exec_module(module)
+        rows = module.main(["--quick"])
+    finally:
+        del sys.modules[spec.name]
+    setups = {(r.setup, r.conversations) for r in rows}
+    assert {("no memory", 1), ("sqlite file", 1), ("sqlite :memory:", 1)} <= setups
+    if os.environ.get(module.DSN_VARIABLE):
+        assert {("postgres", 1), ("postgres", 5), ("no memory", 5)} <= setups
+    assert all(r.ms_per_turn > 0 and r.turns_per_second > 0 for r in rows)
+    assert "added ms" in capsys.readouterr().out

@@ -20,6 +20,7 @@ PUBLIC_MODULES = [
     "procession",
     "procession.actors",
     "procession.chunks",
+    "procession.memory",
     "procession.messages",
     "procession.models",
     "procession.processors",

@@ -11,6 +11,7 @@ import httpx2
 import pytest
 
 import procession
+import procession.memory
 import procession.processors
 import procession.processors.builtin
 import procession.testing
@@ -144,6 +145,7 @@ def test_errors_homed_elsewhere_include_the_test_kit_errors() -> None:
     assert homes["ScriptError"] == "procession.testing"
     assert homes["ScriptExhausted"] == "procession.testing"
     assert homes["FakeProviderError"] == "procession.testing.fake_provider"
+    assert homes["StorageError"] == "procession.memory"
 
 
 # --- HTTP error statuses ------------------------------------------------------------

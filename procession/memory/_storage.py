@@ -1,0 +1,100 @@
+"""``MemoryStorage``: what conversation memory needs from a database.
+
+Two backends implement it, ``SqliteStorage`` and ``PostgresStorage``; a third
+(an in-house store, a test double) only has to provide these coroutines. Every
+method may raise ``StorageError`` (``StorageUnavailableError`` when the
+database cannot be reached or the connection dropped); none leaves a partial
+write behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ..messages import Message
+from ._values import Resource, Thread
+
+__all__ = ["MemoryStorage"]
+
+
+@runtime_checkable
+class MemoryStorage(Protocol):
+    """A database of threads, their messages and per-resource working memory.
+
+    The data model is Mastra's: a *resource* (a user, an organisation) owns
+    *threads*; a thread holds *messages* in order. A thread is never readable
+    across resources: a call that names a thread together with another
+    resource raises ``ThreadOwnershipError`` and reads or writes nothing.
+
+    Implementations are safe to call from many trio tasks at once. Every
+    method checkpoints; when it is cancelled the database work it started is
+    stopped (or, if it already reached its commit, finishes whole) and nothing
+    half-written remains.
+    """
+
+    async def migrate(self) -> None:
+        """Create the tables, or upgrade them from an older schema version.
+
+        Safe to run from several processes at once. Checkpoints."""
+        ...
+
+    async def get_thread(
+        self, thread_id: str, *, resource_id: str | None = None
+    ) -> Thread | None:
+        """The thread, or ``None`` if there is none with this id. With
+        ``resource_id``, a thread of another resource raises
+        ``ThreadOwnershipError``. Checkpoints."""
+        ...
+
+    async def create_thread(
+        self,
+        thread_id: str,
+        resource_id: str,
+        *,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Thread:
+        """Create the thread owned by ``resource_id`` (and the resource, if it
+        is new), or return it unchanged if this resource already owns it.
+        Checkpoints."""
+        ...
+
+    async def list_threads(self, resource_id: str) -> list[Thread]:
+        """The resource's threads, most recently updated first. Checkpoints."""
+        ...
+
+    async def list_messages(
+        self, thread_id: str, resource_id: str, *, last: int | None = None
+    ) -> list[Message]:
+        """The thread's messages in conversation order (oldest first); with
+        ``last``, only the newest ``last`` of them. An unknown thread has no
+        messages. Checkpoints."""
+        ...
+
+    async def save_turn(
+        self, thread_id: str, resource_id: str, messages: Sequence[Message]
+    ) -> Thread:
+        """Save one turn's messages in ONE transaction, creating the thread
+        (owned by ``resource_id``) on first use, and return the thread.
+
+        A message id already saved in this thread is updated in place (its
+        position kept); new messages are placed after everything already in
+        the thread, keeping their own order and spacing (see
+        ``procession.memory`` on two runs at once). Either every message is
+        saved or none is. Checkpoints."""
+        ...
+
+    async def get_resource(self, resource_id: str) -> Resource | None:
+        """The resource, or ``None`` if nothing was saved for it. Checkpoints."""
+        ...
+
+    async def update_working_memory(self, resource_id: str, text: str) -> Resource:
+        """Replace the resource's working-memory document (creating the
+        resource if needed). Checkpoints."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the connections. Later calls raise ``StorageUnavailableError``.
+        Idempotent. Checkpoints."""
+        ...

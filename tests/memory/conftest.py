@@ -1,0 +1,63 @@
+"""Fixtures of the memory tests: ``backend`` (a storage maker, once per
+backend) and ``storage`` (one storage of it). See memory_helpers.py."""
+
+from __future__ import annotations
+
+import pathlib
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from procession.memory import MemoryStorage, PostgresStorage, SqliteStorage
+
+from .memory_helpers import (
+    BACKENDS,
+    SQLITE_SLOW,
+    Backend,
+    admin_connection,
+    postgres_dsn,
+)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> Iterator[Backend]:
+    """A storage maker for each backend; every storage it made is closed after
+    the test (and a PostgreSQL test's schema dropped)."""
+    name: str = request.param
+    schema = None
+    if name == "sqlite-file":
+        path = tmp_path / "memory.db"
+        made = Backend(
+            name,
+            lambda **o: SqliteStorage(path, **o),
+            SQLITE_SLOW,
+        )
+    elif name == "sqlite-memory":
+        # ":memory:" lives in one connection: every storage of the test is the
+        # same object, so all of them see one database.
+        shared = SqliteStorage(":memory:")
+        made = Backend(name, lambda **o: shared, SQLITE_SLOW)
+    else:
+        dsn = postgres_dsn()
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        made = Backend(
+            name,
+            lambda **o: PostgresStorage(dsn, schema_name=schema, **o),
+            "SELECT pg_sleep(60)",
+        )
+    yield made
+    for storage in made.opened:
+        trio.run(storage.aclose)
+    if schema is not None:
+        with admin_connection() as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def storage(backend: Backend) -> MemoryStorage:
+    """One storage of each backend."""
+    return backend()
