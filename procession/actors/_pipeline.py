@@ -244,6 +244,10 @@ class OutputPipeline:
         if self._resume:
             await self._resume_interrupted()
             return
+        if (self._pulled + 1) % self.checkpoint_every == 0:
+            # Before the item is taken, never between taking and queueing it: a
+            # read cancelled here (a deadline on each read) loses nothing.
+            await trio.lowlevel.checkpoint()
         try:
             item = await self._iterator.__anext__()
         except StopAsyncIteration:
@@ -251,14 +255,12 @@ class OutputPipeline:
             return
         self._pull_count()
         self._settled += 1  # in fused mode an item is settled as it is run
-        if self._pulled % self.checkpoint_every == 0:
-            await trio.lowlevel.checkpoint()
         item = await self._admit(item)
         if item is None:
             return
         # Held back: processors see an error only once it is terminal. Everything
         # before it was delivered already (the buffer is empty when we fill).
-        if item.__class__ is ErrorChunk and await self._recovered(item):
+        if item.__class__ is ErrorChunk and await self._decided(self._recovered(item)):
             return
         if isinstance(item, _Marker):
             if item.__class__ is NewAttempt:
@@ -562,7 +564,7 @@ class OutputPipeline:
         if (
             tripwire.retry
             and self.driver is not None
-            and await self.driver.on_retry_request(tripwire)
+            and await self._decided(self.driver.on_retry_request(tripwire))
         ):
             return None
         return await self._deliver_tripwire(tripwire, item.actor)
@@ -600,6 +602,19 @@ class OutputPipeline:
             # The consumer's deadline still holds, a grace period late at most.
             scope.deadline = deadline + _CLOSE_GRACE_SECONDS
             await actor.notify_violation(violation)
+
+    async def _decided(self, decision: Awaitable[bool]) -> bool:
+        """Await a driver's decision about an item already taken from the stream
+        (an error chunk at the entry, a retry request at the client end). Like
+        ``_notify``, it is not cut off by the consumer's cancelled read, up to
+        the consumer's deadline plus a grace period: the item would be lost
+        with it. Past the grace the answer is False (the item is terminal, and
+        is delivered on a later read)."""
+        deadline = trio.current_effective_deadline()
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = deadline + _CLOSE_GRACE_SECONDS
+            return await decision
+        return False
 
     def _tripwire_chunk(self, tripwire: TripWire) -> TripwireChunk:
         return TripwireChunk(payload=TripwirePayload.of(tripwire), run_id=self.run_id)
