@@ -23,6 +23,7 @@ from ..data import (
 from ..processors import (
     ProcessorStreamWriter,
     ProcessorViolation,
+    StreamParts,
 )
 from ..processors._contract import (
     ProcessOutputStreamArgs,
@@ -109,7 +110,9 @@ class _Stage:
             processor_id=spec.id,
             state=actor.state,
             part=_PLACEHOLDER,
-            stream_parts=self.parts,
+            # One view per stage, over the list the stage appends to: no copy
+            # per chunk, and a hook cannot change what it was shown.
+            stream_parts=StreamParts(self.parts),
             message_list=pipeline.message_list,
             retry_count=pipeline.retry_count,
             request_context=pipeline.request_context,

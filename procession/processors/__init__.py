@@ -71,6 +71,7 @@ from ._context import Emitter as Emitter
 from ._context import ProcessorStreamWriter as ProcessorStreamWriter
 from ._context import ProcessorViolation as ProcessorViolation
 from ._context import RequestContext as RequestContext
+from ._context import StreamParts as StreamParts
 from ._context import TracingContext as TracingContext
 from ._contract import HOOK_NAMES as HOOK_NAMES
 from ._contract import HookArgs as HookArgs
@@ -187,6 +188,7 @@ __all__ = [
     "StepResult",
     "StepStartPart",
     "StreamErrorRetryProcessor",
+    "StreamParts",
     "SystemMessage",
     "TextPart",
     "ToolArgumentsError",
