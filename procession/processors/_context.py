@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, overload
 import attrs
 import trio
 
+from .._errors import ProcessorContractError
 from ..wire import from_wire
 
 if TYPE_CHECKING:
@@ -133,10 +134,15 @@ class ProcessorStreamWriter:
         self._processor_id = processor_id
 
     async def custom(self, chunk: Chunk | Mapping[str, Any]) -> None:
-        """Emit ``chunk`` (a chunk object or its Mastra wire dict). Checkpoints.
+        """Emit ``chunk``, a ``data-*`` chunk (a chunk object or its Mastra wire
+        dict). Checkpoints.
 
         Raises:
             WireFormatError: a dict that is not a valid chunk.
+            ProcessorContractError: a chunk of any other type (a ``tripwire``,
+                a ``finish``...), naming the processor and the type: a
+                processor forwarding JSON must not be able to forge the run's
+                own chunks.
         """
         self.custom_nowait(chunk)
         await trio.lowlevel.checkpoint()
@@ -146,6 +152,15 @@ class ProcessorStreamWriter:
         chunks ride in-band with the chunk being processed."""
         if isinstance(chunk, Mapping):
             chunk = from_wire(chunk)
+        kind = getattr(chunk, "type", None)
+        if not (isinstance(kind, str) and kind.startswith("data-")):
+            raise ProcessorContractError(
+                self._processor_id,
+                "writer.custom",
+                f"accepts only 'data-*' chunks, got {_type_name(chunk, kind)}; "
+                f"the run's own chunks (tripwire, finish, error...) cannot be "
+                f"written as custom output",
+            )
         self._emitter.emit_custom(self._processor_id, chunk)
 
     def __repr__(self) -> str:
@@ -211,6 +226,12 @@ class StreamParts(Sequence["Chunk"]):
 
     append = extend = insert = remove = pop = clear = _read_only
     sort = reverse = __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+
+
+def _type_name(chunk: object, kind: object) -> str:
+    if isinstance(kind, str):
+        return f"a {kind!r} chunk"
+    return f"{chunk!r}, which is not a chunk"
 
 
 class CollectingEmitter:
