@@ -341,7 +341,10 @@ class OutputPipeline:
                 # way through the processors first (see _shielded).
                 self._shield_chain = True
                 raise
-            if result is None or result is _STOP:
+            if result is None:
+                stage.dropped()
+                return
+            if result is _STOP:
                 return
             if result.__class__ is list:
                 for index, sub in enumerate(result):
@@ -458,7 +461,10 @@ class OutputPipeline:
             result = await stage.apply(item)
         elif result.__class__ is _Pending:
             result = await stage.apply(item, result)
-        if result is None or result is _STOP:
+        if result is None:
+            stage.dropped()
+            return
+        if result is _STOP:
             return
         if result.__class__ is list:
             out.extend(result)
@@ -706,6 +712,9 @@ async def open_output_pipeline(
     finally:
         if pipeline.outcome is None:
             pipeline.outcome = PipelineOutcome("cancelled")
+        completed = pipeline.outcome.kind == "completed"
+        for stage in pipeline._stages:
+            stage.at_stream_end(completed)
         if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
             pipeline.abort_signal.set("the output stream was closed early")
         aclose = getattr(iterator, "aclose", None)
