@@ -657,8 +657,9 @@ async def open_output_pipeline(
     """Run ``source`` through the output processors; yield the client end.
 
     Args:
-        processors: output processors (any object with ``process_output_stream``
-            becomes a stage; others are ignored here), or the run's actors.
+        processors: output processors (each registered as in the output lane,
+            so one without any output hook is refused; those with
+            ``process_output_stream`` become stages), or the run's actors.
         source: chunks (plus ``NewAttempt`` / ``Barrier`` markers from a driver).
         run_id: stamped on the chunks the pipeline itself makes (tripwire, error).
         request_context: given to every hook.

@@ -100,6 +100,7 @@ from ._registration import InputProcessor as InputProcessor
 from ._registration import OutputProcessor as OutputProcessor
 from ._registration import ProcessorSet as ProcessorSet
 from ._registration import ProcessorSpec as ProcessorSpec
+from ._registration import ProcessorWarning as ProcessorWarning
 from ._registration import register_processors as register_processors
 from .builtin import PrefillErrorHandler as PrefillErrorHandler
 from .builtin import RetryMatcher as RetryMatcher
@@ -159,6 +160,7 @@ __all__ = [
     "ProcessorSpec",
     "ProcessorStreamWriter",
     "ProcessorViolation",
+    "ProcessorWarning",
     "Prompt",
     "PromptAssistantMessage",
     "PromptFilePart",
