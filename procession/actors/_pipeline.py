@@ -76,11 +76,11 @@ from ..processors import (
 )
 from ._actor import ProcessorActor
 from ._interface import (
-    MODES,
     ExecutionMode,
     PipelineDriver,
     PipelineOutcome,
     PipelineStatistics,
+    check_arguments,
 )
 from ._markers import (
     _SOURCE_MARKERS,
@@ -673,7 +673,7 @@ async def open_output_pipeline(
     Leaving the block cancels every task of the pipeline and closes the source
     (``aclose()``), whether or not the stream was read to the end.
     """
-    _check_arguments(mode, link_capacity, checkpoint_every, source)
+    check_arguments(mode, link_capacity, checkpoint_every, source)
     actors = _actors(processors)
     context = (
         request_context
@@ -743,30 +743,3 @@ def _actors(processors: Sequence[object]) -> list[ProcessorActor]:
         return [p for p in processors if isinstance(p, ProcessorActor)]
     registered = register_processors(output=processors)
     return [ProcessorActor(spec) for spec in registered.output]
-
-
-def _check_arguments(
-    mode: object, link_capacity: object, checkpoint_every: object, source: object
-) -> None:
-    """``open_output_pipeline``'s argument checks (a ``ConfigurationError``
-    naming the argument and what was expected)."""
-    if mode not in MODES:
-        raise ConfigurationError(
-            f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}"
-        )
-    if isinstance(link_capacity, bool) or not (
-        (isinstance(link_capacity, int) and link_capacity >= 0)
-        or link_capacity == math.inf
-    ):
-        raise ConfigurationError(
-            f"link_capacity must be a non-negative int (or math.inf), got "
-            f"{link_capacity!r}"
-        )
-    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise ConfigurationError(
-            f"checkpoint_every must be a positive int, got {checkpoint_every!r}"
-        )
-    if not isinstance(source, AsyncIterable):
-        raise ConfigurationError(
-            f"source must be an async iterable of chunks, got {source!r}"
-        )
