@@ -3,11 +3,14 @@ its statistics, and the execution modes."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
 
 import attrs
 
 from .._errors import (
+    ConfigurationError,
     TripWire,
 )
 from ..data import (
@@ -88,3 +91,30 @@ class PipelineStatistics:
     """The most source items ever read but not yet settled (delivered or dropped)."""
     bound: int | float
     """The documented upper bound for ``peak_in_flight`` in this configuration."""
+
+
+def check_arguments(
+    mode: object, link_capacity: object, checkpoint_every: object, source: object
+) -> None:
+    """``open_output_pipeline``'s argument checks (a ``ConfigurationError``
+    naming the argument and what was expected)."""
+    if mode not in MODES:
+        raise ConfigurationError(
+            f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}"
+        )
+    if isinstance(link_capacity, bool) or not (
+        (isinstance(link_capacity, int) and link_capacity >= 0)
+        or link_capacity == math.inf
+    ):
+        raise ConfigurationError(
+            f"link_capacity must be a non-negative int (or math.inf), got "
+            f"{link_capacity!r}"
+        )
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ConfigurationError(
+            f"checkpoint_every must be a positive int, got {checkpoint_every!r}"
+        )
+    if not isinstance(source, AsyncIterable):
+        raise ConfigurationError(
+            f"source must be an async iterable of chunks, got {source!r}"
+        )

@@ -76,11 +76,11 @@ from ..processors import (
 )
 from ._actor import ProcessorActor
 from ._interface import (
-    MODES,
     ExecutionMode,
     PipelineDriver,
     PipelineOutcome,
     PipelineStatistics,
+    check_arguments,
 )
 from ._markers import (
     _SOURCE_MARKERS,
@@ -244,6 +244,10 @@ class OutputPipeline:
         if self._resume:
             await self._resume_interrupted()
             return
+        if (self._pulled + 1) % self.checkpoint_every == 0:
+            # Before the item is taken, never between taking and queueing it: a
+            # read cancelled here (a deadline on each read) loses nothing.
+            await trio.lowlevel.checkpoint()
         try:
             item = await self._iterator.__anext__()
         except StopAsyncIteration:
@@ -251,14 +255,12 @@ class OutputPipeline:
             return
         self._pull_count()
         self._settled += 1  # in fused mode an item is settled as it is run
-        if self._pulled % self.checkpoint_every == 0:
-            await trio.lowlevel.checkpoint()
         item = await self._admit(item)
         if item is None:
             return
         # Held back: processors see an error only once it is terminal. Everything
         # before it was delivered already (the buffer is empty when we fill).
-        if item.__class__ is ErrorChunk and await self._recovered(item):
+        if item.__class__ is ErrorChunk and await self._decided(self._recovered(item)):
             return
         if isinstance(item, _Marker):
             if item.__class__ is NewAttempt:
@@ -339,7 +341,10 @@ class OutputPipeline:
                 # way through the processors first (see _shielded).
                 self._shield_chain = True
                 raise
-            if result is None or result is _STOP:
+            if result is None:
+                stage.dropped()
+                return
+            if result is _STOP:
                 return
             if result.__class__ is list:
                 for index, sub in enumerate(result):
@@ -456,7 +461,10 @@ class OutputPipeline:
             result = await stage.apply(item)
         elif result.__class__ is _Pending:
             result = await stage.apply(item, result)
-        if result is None or result is _STOP:
+        if result is None:
+            stage.dropped()
+            return
+        if result is _STOP:
             return
         if result.__class__ is list:
             out.extend(result)
@@ -562,7 +570,7 @@ class OutputPipeline:
         if (
             tripwire.retry
             and self.driver is not None
-            and await self.driver.on_retry_request(tripwire)
+            and await self._decided(self.driver.on_retry_request(tripwire))
         ):
             return None
         return await self._deliver_tripwire(tripwire, item.actor)
@@ -601,6 +609,19 @@ class OutputPipeline:
             scope.deadline = deadline + _CLOSE_GRACE_SECONDS
             await actor.notify_violation(violation)
 
+    async def _decided(self, decision: Awaitable[bool]) -> bool:
+        """Await a driver's decision about an item already taken from the stream
+        (an error chunk at the entry, a retry request at the client end). Like
+        ``_notify``, it is not cut off by the consumer's cancelled read, up to
+        the consumer's deadline plus a grace period: the item would be lost
+        with it. Past the grace the answer is False (the item is terminal, and
+        is delivered on a later read)."""
+        deadline = trio.current_effective_deadline()
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = deadline + _CLOSE_GRACE_SECONDS
+            return await decision
+        return False
+
     def _tripwire_chunk(self, tripwire: TripWire) -> TripwireChunk:
         return TripwireChunk(payload=TripwirePayload.of(tripwire), run_id=self.run_id)
 
@@ -636,8 +657,9 @@ async def open_output_pipeline(
     """Run ``source`` through the output processors; yield the client end.
 
     Args:
-        processors: output processors (any object with ``process_output_stream``
-            becomes a stage; others are ignored here), or the run's actors.
+        processors: output processors (each registered as in the output lane,
+            so one without any output hook is refused; those with
+            ``process_output_stream`` become stages), or the run's actors.
         source: chunks (plus ``NewAttempt`` / ``Barrier`` markers from a driver).
         run_id: stamped on the chunks the pipeline itself makes (tripwire, error).
         request_context: given to every hook.
@@ -651,7 +673,7 @@ async def open_output_pipeline(
     Leaving the block cancels every task of the pipeline and closes the source
     (``aclose()``), whether or not the stream was read to the end.
     """
-    _check_arguments(mode, link_capacity, checkpoint_every, source)
+    check_arguments(mode, link_capacity, checkpoint_every, source)
     actors = _actors(processors)
     context = (
         request_context
@@ -691,6 +713,9 @@ async def open_output_pipeline(
     finally:
         if pipeline.outcome is None:
             pipeline.outcome = PipelineOutcome("cancelled")
+        completed = pipeline.outcome.kind == "completed"
+        for stage in pipeline._stages:
+            stage.at_stream_end(completed)
         if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
             pipeline.abort_signal.set("the output stream was closed early")
         aclose = getattr(iterator, "aclose", None)
@@ -718,30 +743,3 @@ def _actors(processors: Sequence[object]) -> list[ProcessorActor]:
         return [p for p in processors if isinstance(p, ProcessorActor)]
     registered = register_processors(output=processors)
     return [ProcessorActor(spec) for spec in registered.output]
-
-
-def _check_arguments(
-    mode: object, link_capacity: object, checkpoint_every: object, source: object
-) -> None:
-    """``open_output_pipeline``'s argument checks (a ``ConfigurationError``
-    naming the argument and what was expected)."""
-    if mode not in MODES:
-        raise ConfigurationError(
-            f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}"
-        )
-    if isinstance(link_capacity, bool) or not (
-        (isinstance(link_capacity, int) and link_capacity >= 0)
-        or link_capacity == math.inf
-    ):
-        raise ConfigurationError(
-            f"link_capacity must be a non-negative int (or math.inf), got "
-            f"{link_capacity!r}"
-        )
-    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise ConfigurationError(
-            f"checkpoint_every must be a positive int, got {checkpoint_every!r}"
-        )
-    if not isinstance(source, AsyncIterable):
-        raise ConfigurationError(
-            f"source must be an async iterable of chunks, got {source!r}"
-        )

@@ -18,11 +18,14 @@ from .._errors import (
 )
 from ..data import (
     CHUNK_CLASSES,
+    FinishChunk,
     StartChunk,
+    StepFinishChunk,
 )
 from ..processors import (
     ProcessorStreamWriter,
     ProcessorViolation,
+    StreamParts,
 )
 from ..processors._contract import (
     ProcessOutputStreamArgs,
@@ -77,15 +80,19 @@ class _Stage:
         "attempt",
         "attempt_start",
         "discarding",
+        "drop_from",
         "fn",
         "id",
         "is_async",
+        "last_drop",
         "on_error",
         "out",
         "parts",
+        "passed_failures",
         "pipeline",
         "skip_data",
         "stopped",
+        "warned_drops",
     )
 
     def __init__(self, actor: ProcessorActor, pipeline: OutputPipeline) -> None:
@@ -104,12 +111,22 @@ class _Stage:
         self.attempt_start = 0
         self.discarding = False
         self.stopped = False
+        # Bookkeeping for the diagnostics, written only on the drop and failure
+        # paths (never on the per-chunk pass path): the latest run of
+        # consecutive drops, as indices into parts, and the on_error="pass"
+        # failures so far.
+        self.drop_from = -1
+        self.last_drop = -2
+        self.warned_drops = False
+        self.passed_failures = 0
         # One argument object per stage, reused: only ``part`` changes per chunk.
         self.args = ProcessOutputStreamArgs(
             processor_id=spec.id,
             state=actor.state,
             part=_PLACEHOLDER,
-            stream_parts=self.parts,
+            # One view per stage, over the list the stage appends to: no copy
+            # per chunk, and a hook cannot change what it was shown.
+            stream_parts=StreamParts(self.parts),
             message_list=pipeline.message_list,
             retry_count=pipeline.retry_count,
             request_context=pipeline.request_context,
@@ -136,10 +153,71 @@ class _Stage:
             # on), so the stage takes part again.
             del self.parts[self.attempt_start :]
             self.stopped = False
+            self.last_drop = -2  # the indices of a drop run no longer hold
         self.attempt += 1
         self.attempt_start = len(self.parts)
         self.discarding = False
         self.args.retry_count = marker.retry_count
+
+    # diagnostics ----------------------------------------------------------------
+
+    def dropped(self) -> None:
+        """The hook returned None for the chunk it was just shown (the last of
+        ``parts``). The seed says None drops, so a hook that forgets its
+        ``return`` drops everything, ``finish`` included: say so once per run
+        when it dropped every chunk of a step (checked on ``step-finish``)."""
+        parts = self.parts
+        index = len(parts) - 1
+        if self.last_drop != index - 1:
+            self.drop_from = index
+        self.last_drop = index
+        if parts[index].__class__ is StepFinishChunk and self._dropped_a_whole_step():
+            self._warn_dropped_everything("of a step")
+
+    def at_stream_end(self, completed: bool) -> None:
+        """The stream ended (``completed``: it ran to its end): report what the
+        per-chunk paths only counted."""
+        parts = self.parts
+        if (
+            completed
+            and not self.warned_drops
+            and parts
+            and self.last_drop == len(parts) - 1
+            and self._dropped_a_whole_step()
+            # A run's closing finish alone is not a step (a processor may hide it).
+            and any(c.__class__ is not FinishChunk for c in parts[self.drop_from :])
+        ):
+            self._warn_dropped_everything("it was shown")
+        if self.passed_failures > 1:
+            logger.warning(
+                "processor %r failed in %s %d more times in this run (on_error="
+                "'pass'; the first is logged above with its traceback); each "
+                "chunk was passed on unchanged",
+                self.id,
+                HOOK,
+                self.passed_failures - 1,
+            )
+
+    def _dropped_a_whole_step(self) -> bool:
+        """Whether the current run of drops began where a step began: at the
+        start of the stream or of the attempt, or after a step boundary."""
+        start = self.drop_from
+        if start <= 0 or start == self.attempt_start:
+            return True
+        return self.parts[start - 1].__class__ in _STEP_BOUNDARIES
+
+    def _warn_dropped_everything(self, what: str) -> None:
+        if self.warned_drops:
+            return
+        self.warned_drops = True
+        logger.warning(
+            "processor %r dropped every chunk %s: its %s returned None for each "
+            "(a None return drops the chunk). Did it forget to return "
+            "args.part? (logged once per run)",
+            self.id,
+            what,
+            HOOK,
+        )
 
     # the hook -----------------------------------------------------------------
 
@@ -239,6 +317,12 @@ class _Stage:
         return _STOP
 
     def _failed(self, exc: Exception, item: Any) -> Any:
+        if self.on_error == "pass":
+            # One traceback per run is enough to find the bug; the rest are
+            # counted and reported once, when the stream ends (at_stream_end).
+            self.passed_failures += 1
+            if self.passed_failures > 1:
+                return item
         outcome = on_error_outcome(
             self.on_error, self.id, HOOK, exc, passing="passing the chunk on unchanged"
         )
@@ -252,4 +336,5 @@ class _Stage:
 
 
 _CHUNK_SET: Final = CHUNK_CLASSES
+_STEP_BOUNDARIES: Final = frozenset({StartChunk, StepFinishChunk})
 _PLACEHOLDER: Final = StartChunk()

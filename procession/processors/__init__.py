@@ -75,6 +75,7 @@ from ._context import Emitter as Emitter
 from ._context import ProcessorStreamWriter as ProcessorStreamWriter
 from ._context import ProcessorViolation as ProcessorViolation
 from ._context import RequestContext as RequestContext
+from ._context import StreamParts as StreamParts
 from ._context import TracingContext as TracingContext
 from ._contract import HOOK_NAMES as HOOK_NAMES
 from ._contract import HookArgs as HookArgs
@@ -103,6 +104,7 @@ from ._registration import InputProcessor as InputProcessor
 from ._registration import OutputProcessor as OutputProcessor
 from ._registration import ProcessorSet as ProcessorSet
 from ._registration import ProcessorSpec as ProcessorSpec
+from ._registration import ProcessorWarning as ProcessorWarning
 from ._registration import register_processors as register_processors
 from .builtin import PrefillErrorHandler as PrefillErrorHandler
 from .builtin import RetryMatcher as RetryMatcher
@@ -165,6 +167,7 @@ __all__ = [
     "ProcessorSpec",
     "ProcessorStreamWriter",
     "ProcessorViolation",
+    "ProcessorWarning",
     "Prompt",
     "PromptAssistantMessage",
     "PromptFilePart",
@@ -195,6 +198,7 @@ __all__ = [
     "StepResult",
     "StepStartPart",
     "StreamErrorRetryProcessor",
+    "StreamParts",
     "SystemMessage",
     "TextPart",
     "ToolArgumentsError",

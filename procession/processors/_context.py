@@ -3,12 +3,13 @@ signal, the stream writer and violations."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, overload
 
 import attrs
 import trio
 
+from .._errors import ProcessorContractError
 from ..wire import from_wire
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ __all__ = [
     "ProcessorStreamWriter",
     "ProcessorViolation",
     "RequestContext",
+    "StreamParts",
     "TracingContext",
 ]
 
@@ -132,10 +134,15 @@ class ProcessorStreamWriter:
         self._processor_id = processor_id
 
     async def custom(self, chunk: Chunk | Mapping[str, Any]) -> None:
-        """Emit ``chunk`` (a chunk object or its Mastra wire dict). Checkpoints.
+        """Emit ``chunk``, a ``data-*`` chunk (a chunk object or its Mastra wire
+        dict). Checkpoints.
 
         Raises:
             WireFormatError: a dict that is not a valid chunk.
+            ProcessorContractError: a chunk of any other type (a ``tripwire``,
+                a ``finish``...), naming the processor and the type: a
+                processor forwarding JSON must not be able to forge the run's
+                own chunks.
         """
         self.custom_nowait(chunk)
         await trio.lowlevel.checkpoint()
@@ -145,10 +152,86 @@ class ProcessorStreamWriter:
         chunks ride in-band with the chunk being processed."""
         if isinstance(chunk, Mapping):
             chunk = from_wire(chunk)
+        kind = getattr(chunk, "type", None)
+        if not (isinstance(kind, str) and kind.startswith("data-")):
+            raise ProcessorContractError(
+                self._processor_id,
+                "writer.custom",
+                f"accepts only 'data-*' chunks, got {_type_name(chunk, kind)}; "
+                f"the run's own chunks (tripwire, finish, error...) cannot be "
+                f"written as custom output",
+            )
         self._emitter.emit_custom(self._processor_id, chunk)
 
     def __repr__(self) -> str:
         return f"ProcessorStreamWriter(processor_id={self._processor_id!r})"
+
+
+class StreamParts(Sequence["Chunk"]):
+    """``args.stream_parts``: a read-only, live view of the chunks one processor
+    was shown in this run (discarded attempts excluded), the current one last.
+
+    It reads like a list (``len``, indexing, slicing, iteration, ``in``) and
+    never copies: the runtime appends to the list behind it, so the view a
+    hook keeps sees later chunks too. Slicing returns a new list. Changing it
+    (``append``, ``clear``, item assignment...) raises ``TypeError``: what a
+    processor was shown is not its to rewrite, and the view is shared with
+    the runtime's own bookkeeping.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, parts: list[Chunk]) -> None:
+        self._parts = parts
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Chunk]: ...
+
+    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
+        return self._parts[index]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return iter(self._parts)
+
+    def __reversed__(self) -> Iterator[Chunk]:
+        return reversed(self._parts)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._parts
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StreamParts):
+            return self._parts == other._parts
+        if isinstance(other, list | tuple):
+            return self._parts == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, so unhashable like them
+
+    def __repr__(self) -> str:
+        return f"StreamParts({self._parts!r})"
+
+    def _read_only(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            "stream_parts is a read-only view of the chunks this processor was "
+            "shown; return a chunk (or a list of chunks) to change the stream, "
+            "or keep your own list in args.state"
+        )
+
+    append = extend = insert = remove = pop = clear = _read_only
+    sort = reverse = __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+
+
+def _type_name(chunk: object, kind: object) -> str:
+    if isinstance(kind, str):
+        return f"a {kind!r} chunk"
+    return f"{chunk!r}, which is not a chunk"
 
 
 class CollectingEmitter:

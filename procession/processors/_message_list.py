@@ -297,8 +297,8 @@ class MessageList:
         part: ToolInvocationPart | Mapping[str, Any],
         metadata: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Replace a tool invocation (typically with its result) and return
-        whether one was found.
+        """Replace a tool invocation (typically with its result); returns True
+        (it raises rather than miss one).
 
         ``part`` is a ``ToolInvocationPart`` or a Mastra-shaped dict
         ``{"type": "tool-invocation", "toolInvocation": {"state", "toolCallId",
@@ -310,15 +310,19 @@ class MessageList:
         ``metadata`` is merged into the message's ``content.metadata``. The
         message moves to the ``response`` source (it is saved with the run).
 
-        Not found, or no tool call id: logs a warning on the ``procession``
-        logger and returns ``False``. A malformed dict raises
-        ``MessageFormatError``.
+        Raises:
+            MessageFormatError: a malformed dict, a part without a tool call
+                id, or an id that no assistant tool call in the list has (the
+                message names it and the ids there are): a redaction that
+                silently missed would let the raw value through.
         """
         fields = tool_part_fields(part)
         call_id = fields["tool_call_id"]
         if not isinstance(call_id, str) or not call_id:
-            _log.warning("updateToolInvocation: the part has no toolCallId: %r", part)
-            return False
+            raise MessageFormatError(
+                f"update_tool_invocation() got a part without a tool call id "
+                f"(toolCallId): {short_repr(part)}; {self._tool_call_ids_said()}"
+            )
         for message in reversed(self._messages):
             if message.role != "assistant":
                 continue
@@ -336,11 +340,23 @@ class MessageList:
                         }
                     self._set_source(message, "response")
                     return True
-        _log.warning(
-            "updateToolInvocation: no matching tool call found for toolCallId=%s",
-            call_id,
+        raise MessageFormatError(
+            f"update_tool_invocation(): no assistant tool call has the id "
+            f"{call_id!r}; {self._tool_call_ids_said()}"
         )
-        return False
+
+    def _tool_call_ids_said(self) -> str:
+        """The tool-call ids ``update_tool_invocation`` can find, in words."""
+        ids = [
+            part.tool_invocation.tool_call_id
+            for message in self._messages
+            if message.role == "assistant"
+            for part in message.content.parts
+            if isinstance(part, ToolInvocationPart)
+        ]
+        if not ids:
+            return "the message list has no assistant tool calls"
+        return f"the tool call ids in the message list are {', '.join(map(repr, ids))}"
 
     # --------------------------------------------------------- system messages
 

@@ -3,7 +3,9 @@ the seed's ``InputProcessor`` / ``OutputProcessor`` / ``ErrorProcessor``."""
 
 from __future__ import annotations
 
+import difflib
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -13,6 +15,8 @@ from .._errors import ConfigurationError, DuplicateProcessorIdError
 from ._context import ProcessorViolation
 from ._contract import (
     HOOK_NAMES,
+    INPUT_HOOKS,
+    OUTPUT_HOOKS,
     HookFn,
     OnError,
     ProcessAPIErrorArgs,
@@ -34,12 +38,26 @@ __all__ = [
     "OutputProcessor",
     "ProcessorSet",
     "ProcessorSpec",
+    "ProcessorWarning",
     "register_processors",
 ]
 
 logger = logging.getLogger("procession")
 
 _ON_ERROR = ("raise", "pass", "block")
+
+# The hooks that place a processor in a lane (SPEC §2.12); process_api_error is
+# accepted in every lane (consulted in input, output, then error lanes).
+_LANE_HOOKS: dict[str, tuple[str, ...]] = {
+    "input": (*INPUT_HOOKS, "process_api_error"),
+    "output": (*OUTPUT_HOOKS, "process_api_error"),
+    "error": ("process_api_error",),
+}
+
+
+class ProcessorWarning(UserWarning):
+    """A processor registered, but something about it is probably a mistake (a
+    ``process_*`` method that is not a hook, e.g. a misspelled one)."""
 
 
 # --- typing protocols (one per hook; the seed's aliases are unions of them) -------
@@ -172,7 +190,13 @@ class ProcessorSet:
     """Every distinct processor, in merged order (input, output, error lanes)."""
 
 
-def _spec_for(processor: object, index: int) -> ProcessorSpec:
+def _spec_for(processor: object, index: int, lane: str) -> ProcessorSpec:
+    if isinstance(processor, type):
+        raise ConfigurationError(
+            f"{lane}_processors got the class {processor.__qualname__}, not a "
+            f"processor: instantiate it ({processor.__qualname__}(...)) and pass "
+            f"the instance"
+        )
     ident = getattr(processor, "id", None)
     if not isinstance(ident, str) or not ident:
         raise ConfigurationError(
@@ -194,6 +218,7 @@ def _spec_for(processor: object, index: int) -> ProcessorSpec:
             f"processor {ident!r} ({processor!r}) implements none of the hooks "
             f"{', '.join(HOOK_NAMES)}"
         )
+    _warn_about_near_hooks(processor, ident)
     on_error: OnError = getattr(processor, "on_error", "raise")
     if on_error not in _ON_ERROR:
         raise ConfigurationError(
@@ -218,6 +243,46 @@ def _spec_for(processor: object, index: int) -> ProcessorSpec:
     )
 
 
+def _warn_about_near_hooks(processor: object, ident: str) -> None:
+    """A ``process_*`` method that is not a hook is never called: most likely a
+    misspelled hook, which would otherwise be ignored in silence."""
+    for name in dir(processor):
+        if (
+            not name.startswith("process_")
+            or name in HOOK_NAMES
+            or name == "process_data_parts"
+            or not callable(getattr(processor, name, None))
+        ):
+            continue
+        close = difflib.get_close_matches(name, HOOK_NAMES, n=1)
+        hint = f"did you mean {close[0]}?" if close else "it is not a hook"
+        warnings.warn(
+            f"processor {ident!r} has a method {name} that is not a hook and is "
+            f"never called: {hint} (the hooks are {', '.join(HOOK_NAMES)})",
+            ProcessorWarning,
+            stacklevel=4,
+        )
+
+
+def _check_lane(spec: ProcessorSpec, lane: str) -> None:
+    """A processor with none of a lane's hooks would sit in it and never run."""
+    wanted = _LANE_HOOKS[lane]
+    if any(hook in spec.hooks for hook in wanted):
+        return
+    has = list(spec.hooks)
+    belongs = [
+        name
+        for name, hooks in _LANE_HOOKS.items()
+        if any(hook in spec.hooks for hook in hooks)
+    ]
+    raise ConfigurationError(
+        f"processor {spec.id!r} is in {lane}_processors but has none of that "
+        f"lane's hooks ({', '.join(wanted)}), so it would never run there; it "
+        f"has {', '.join(has)}: put it in "
+        f"{' or '.join(f'{name}_processors' for name in belongs)}"
+    )
+
+
 def register_processors(
     input: Iterable[object] = (),
     output: Iterable[object] = (),
@@ -229,8 +294,16 @@ def register_processors(
       ``state``).
     * Two *different* instances with the same ``id`` are a
       ``DuplicateProcessorIdError``.
-    * A processor with no hook at all is a ``ConfigurationError``; one with none of
-      a lane's usual hooks is accepted (its other hooks still run where they apply).
+    * A processor with no hook at all is a ``ConfigurationError``, and so is one
+      with none of a lane's hooks in that lane (input: ``process_input``,
+      ``process_input_step``, ``process_llm_request``, ``process_llm_response``;
+      output: ``process_output_stream``, ``process_output_step``,
+      ``process_output_result``, ``process_tool_result``; ``process_api_error``
+      counts in every lane and is the error lane's one hook), naming it, the
+      lane and the hooks it has; and a processor class passed instead of an
+      instance.
+    * A ``process_*`` method that is not a hook gets a ``ProcessorWarning``
+      ("did you mean process_output_stream?").
     * ``processor_index`` is set on each processor to its position in the merged
       list (input, output, then error lane; each instance counted once).
     """
@@ -246,12 +319,12 @@ def register_processors(
     by_id: dict[str, ProcessorSpec] = {}
     merged: list[ProcessorSpec] = []
     lane_specs: list[tuple[ProcessorSpec, ...]] = []
-    for lane in lanes:
+    for lane_name, lane in zip(("input", "output", "error"), lanes, strict=True):
         specs: list[ProcessorSpec] = []
         for processor in lane:
             spec = by_instance.get(id(processor))
             if spec is None:
-                spec = _spec_for(processor, len(merged))
+                spec = _spec_for(processor, len(merged), lane_name)
                 other = by_id.get(spec.id)
                 if other is not None:
                     raise DuplicateProcessorIdError(spec.id, other.processor, processor)
@@ -263,6 +336,7 @@ def register_processors(
                 raise ConfigurationError(
                     f"processor {spec.id!r} appears twice in one lane; list it once"
                 )
+            _check_lane(spec, lane_name)
             specs.append(spec)
         lane_specs.append(tuple(specs))
     return ProcessorSet(

@@ -275,6 +275,7 @@ async def _run_mode(
     request_context: Mapping[str, Any] | None,
     mode: ExecutionMode,
     link_capacity: int,
+    read_deadlines: Sequence[float] = (),
 ) -> _ModeRun:
     async with open_output_pipeline(
         _fresh(processors),
@@ -284,10 +285,39 @@ async def _run_mode(
         mode=mode,
         link_capacity=link_capacity,
     ) as stream:
-        seen = [to_wire(chunk) async for chunk in stream]
+        if read_deadlines:
+            seen = [to_wire(c) for c in await _read_under(stream, read_deadlines)]
+        else:
+            seen = [to_wire(chunk) async for chunk in stream]
     # Read to its end, the stream has settled its outcome.
     assert stream.outcome is not None
     return _ModeRun(seen, _Verdict.of(stream.outcome))
+
+
+_STALLED_READS = 1000
+
+
+async def _read_under(
+    stream: AsyncIterator[Any], deadlines: Sequence[float]
+) -> list[Any]:
+    """Read ``stream`` to its end the way a heartbeat consumer does: each read
+    under the next of ``deadlines`` (in turn), a timed-out read tried again."""
+    seen: list[Any] = []
+    reads = stalled = 0
+    while True:
+        with trio.move_on_after(deadlines[reads % len(deadlines)]) as scope:
+            reads += 1
+            try:
+                seen.append(await stream.__anext__())
+            except StopAsyncIteration:
+                return seen
+        stalled = stalled + 1 if scope.cancelled_caught else 0
+        if stalled >= _STALLED_READS:
+            raise AssertionError(
+                f"no chunk in {_STALLED_READS} reads under the deadlines "
+                f"{list(deadlines)!r}: a hook takes longer than a deadline plus "
+                f"the pipeline's grace period, every time it is run"
+            )
 
 
 def assert_modes_agree(
@@ -297,33 +327,52 @@ def assert_modes_agree(
     link_capacities: Sequence[int] = (0, 1, 4),
     run_id: str = "run-1",
     request_context: Mapping[str, Any] | None = None,
+    read_deadlines: Sequence[float] = (),
 ) -> None:
     """Fail unless every execution mode of ``open_output_pipeline`` gives the
     client what ``run_sequential`` gives for ``chunks``: the same chunks (as
     wire JSON), in the same order, and the same verdict.
 
     The ``"actors"`` mode is run once per ``link_capacities`` entry (the buffer
-    between stages changes how the tasks interleave). Raises ``AssertionError``
+    between stages changes how the tasks interleave). With ``read_deadlines``
+    (seconds on trio's clock, e.g. ``[0.01, 0.3]``), every mode is also read
+    the way a heartbeat consumer reads: each read under the next deadline in
+    turn, a read that times out tried again. A hook cut off by such a timeout
+    is called again with the same chunk, so a processor that changes its
+    ``state`` before an ``await`` shows up here. Raises ``AssertionError``
     naming the mode, the capacity and the first difference.
     """
     chunks = list(chunks)
     reference = _run_on_mock_clock(
         _run_reference, processors, chunks, run_id, request_context
     )
+    readings: list[tuple[float, ...]] = [()]
+    if read_deadlines:
+        readings.append(tuple(read_deadlines))
     runs = [
-        (mode, capacity)
+        (mode, capacity, deadlines)
+        for deadlines in readings
         for mode in _MODES
         # Only the actors mode has links; the others run once.
         for capacity in (link_capacities if mode == "actors" else (1,))
     ]
-    for mode, capacity in runs:
+    for mode, capacity, deadlines in runs:
         got = _run_on_mock_clock(
-            _run_mode, processors, chunks, run_id, request_context, mode, capacity
+            _run_mode,
+            processors,
+            chunks,
+            run_id,
+            request_context,
+            mode,
+            capacity,
+            deadlines,
         )
         if got != reference:
             where = f"mode {mode!r}" + (
                 f" (link_capacity={capacity})" if mode == "actors" else ""
             )
+            if deadlines:
+                where += f" read under the deadlines {list(deadlines)!r}"
             raise AssertionError(
                 f"{where} disagrees with the sequential reference:\n"
                 f"{_first_difference(got, reference)}"

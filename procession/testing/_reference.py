@@ -32,6 +32,7 @@ from ..processors import (
     ProcessorStreamWriter,
     ProcessorViolation,
     RequestContext,
+    StreamParts,
     register_processors,
 )
 from ..processors._contract import (
@@ -191,7 +192,7 @@ class _Run:
             processor_id=spec.id,
             state=self.state[spec.id],
             part=chunk,
-            stream_parts=self.parts[spec.id],
+            stream_parts=StreamParts(self.parts[spec.id]),
             message_list=self.message_list,
             retry_count=self.retry_count,
             request_context=self.request_context,

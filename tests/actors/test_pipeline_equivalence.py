@@ -12,7 +12,8 @@ what the processor was shown, never on timing.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any
 
 import attrs
@@ -185,11 +186,11 @@ class Control:
 
 def scripted_source(
     steps: list[list[list[Any]]], control: Control, source_sleep: float | None
-) -> Callable[[], AsyncIterator[Any]]:
+) -> Callable[[], AsyncGenerator[Any, None]]:
     """A driver's source: each step is tried until it is not retried; try i uses
     the i-th scripted attempt (the last one repeats)."""
 
-    async def source() -> AsyncIterator[Any]:
+    async def source() -> AsyncGenerator[Any, None]:
         retries = 0
         for attempts in steps:
             tries = 0
@@ -228,6 +229,7 @@ async def run_mode(
     link_capacity: int,
     source_sleep: float | None,
     stop_after: int | None = None,
+    read_deadlines: list[float] | None = None,
 ) -> tuple[list[Any], Any, list[str], Any]:
     log: list[Any] = []
     processors = [make_processor(b, log) for b in behaviours_]
@@ -238,24 +240,97 @@ async def run_mode(
             processors, source, run_id="run-1", driver=control, on_chunk=log.append
         )
         return log, run.outcome, control.decisions, None
-    async with open_output_pipeline(
-        processors,
-        source,
-        run_id="run-1",
-        mode=mode,
-        driver=control,
-        link_capacity=link_capacity,
-        checkpoint_every=3,
-    ) as stream:
-        async for chunk in stream:
-            log.append(chunk)
-            if stop_after is not None and len(log) >= stop_after:
-                # A consumer that stops reading: let everything else run until it
-                # blocks, then look at what is buffered.
-                await trio.sleep(1000)
-                break
-        stats = stream.statistics()
+    async with trio.open_nursery() as nursery:
+        if read_deadlines is not None:
+            source = await nursery.start(CancelSafe.serve, source)
+        async with open_output_pipeline(
+            processors,
+            source,
+            run_id="run-1",
+            mode=mode,
+            driver=control,
+            link_capacity=link_capacity,
+            checkpoint_every=1 if read_deadlines else 3,
+        ) as stream:
+            if read_deadlines is not None:
+                # A lost Barrier would leave the source waiting for ever while
+                # the reads time out in turn: fail instead (virtual seconds).
+                with trio.fail_after(10_000):
+                    await read_under_deadlines(stream, read_deadlines, log)
+            else:
+                async for chunk in stream:
+                    log.append(chunk)
+                    if stop_after is not None and len(log) >= stop_after:
+                        # A consumer that stops reading: let everything else run
+                        # until it blocks, then look at what is buffered.
+                        await trio.sleep(1000)
+                        break
+            stats = stream.statistics()
+        nursery.cancel_scope.cancel()
     return log, stream.outcome, control.decisions, stats
+
+
+class CancelSafe:
+    """``source`` served from a task of its own through an unbuffered channel,
+    as the agent's coordinator serves the pipeline, so a read cancelled on the
+    consumer's side loses nothing there (an async generator cancelled inside
+    would be closed: the source's doing, not the pipeline's). An item already
+    waiting is taken without a checkpoint, as from a fast model stream: that is
+    where the pipeline's own checkpoints matter."""
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[Any]) -> None:
+        self.receive = receive
+
+    def __aiter__(self) -> CancelSafe:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return self.receive.receive_nowait()
+        except trio.WouldBlock:
+            pass
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+        try:
+            return await self.receive.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.receive.aclose()
+
+    @classmethod
+    async def serve(
+        cls,
+        source: AsyncGenerator[Any, None],
+        *,
+        task_status: trio.TaskStatus[CancelSafe],
+    ) -> None:
+        send, receive = trio.open_memory_channel[Any](0)
+        task_status.started(cls(receive))
+        async with aclosing(source), send:
+            async for item in source:
+                try:
+                    await send.send(item)
+                except trio.BrokenResourceError:
+                    return  # the pipeline ended and closed its source
+
+
+async def read_under_deadlines(
+    stream: Any, deadlines: list[float], log: list[Any]
+) -> None:
+    """The README's heartbeat pattern: every read under its own deadline (taken
+    in turn from ``deadlines``); a read that times out is tried again."""
+    iterator = stream.__aiter__()
+    reads = 0
+    while True:
+        with trio.move_on_after(deadlines[reads % len(deadlines)]):
+            reads += 1
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            log.append(chunk)
 
 
 def run_trio(fn: Any, *args: Any) -> Any:
@@ -270,6 +345,8 @@ def run_trio(fn: Any, *args: Any) -> Any:
     budget=st.integers(0, 3),
     link_capacity=st.sampled_from([0, 1, 3]),
     source_sleep=st.none() | st.floats(0.001, 0.5),
+    read_deadlines=st.none()
+    | st.lists(st.floats(0.0005, 1.5, allow_nan=False), min_size=1, max_size=6),
 )
 def test_every_mode_equals_the_sequential_reference(
     behaviours_: list[Behaviour],
@@ -277,7 +354,11 @@ def test_every_mode_equals_the_sequential_reference(
     budget: int,
     link_capacity: int,
     source_sleep: float | None,
+    read_deadlines: list[float] | None,
 ) -> None:
+    """With ``read_deadlines``, the consumer puts a random deadline on each
+    read and keeps reading after a timeout: it still sees exactly what the
+    sequential reference gives (nothing lost, nothing twice)."""
     behaviours_ = [attrs.evolve(b, id=f"p{i}") for i, b in enumerate(behaviours_)]
     expected_log, expected_outcome, expected_decisions, _ = run_trio(
         run_mode, None, behaviours_, steps, budget, link_capacity, source_sleep
@@ -285,7 +366,15 @@ def test_every_mode_equals_the_sequential_reference(
     modes: tuple[ExecutionMode, ...] = ("fused", "actors")
     for mode in modes:
         log, outcome, decisions, stats = run_trio(
-            run_mode, mode, behaviours_, steps, budget, link_capacity, source_sleep
+            run_mode,
+            mode,
+            behaviours_,
+            steps,
+            budget,
+            link_capacity,
+            source_sleep,
+            None,
+            read_deadlines,
         )
         note(f"{mode}: {stats}")
         assert [normalise(x) for x in log] == [normalise(x) for x in expected_log]

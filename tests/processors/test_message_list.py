@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import logging
 from typing import Any
 
 import attrs
@@ -498,26 +497,51 @@ def test_update_tool_invocation_searches_newest_first_and_moves_to_response() ->
     assert [m.id for m in ml.drain_unsaved_messages()] == ["m2"]
 
 
-def test_update_tool_invocation_not_found_logs_and_returns_false(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_update_tool_invocation_with_an_unknown_id_raises_naming_the_ids() -> None:
+    """An id no tool call has is an error naming it and the ids there are (a
+    redaction that silently missed would let the raw value through), and
+    nothing changes."""
     ml, _ = with_tool_call()
-    with caplog.at_level(logging.WARNING, logger="procession"):
-        assert ml.update_tool_invocation(redact_dict("nope", {})) is False
-        missing = redact_dict("c1", {})
-        del missing["toolInvocation"]["toolCallId"]
-        assert ml.update_tool_invocation(missing) is False
-    assert "no matching tool call found for toolCallId=nope" in caplog.text
-    assert "has no toolCallId" in caplog.text
+    ml.add(assistant(tool("c2", "result", 2), id="a2"), "response")
+    with pytest.raises(
+        MessageFormatError,
+        match=(
+            r"no assistant tool call has the id 'nope'; the tool call ids in the "
+            r"message list are 'c1', 'c2'"
+        ),
+    ):
+        ml.update_tool_invocation(redact_dict("nope", {}))
+    part = by_id(ml, "a1").content.parts[0]
+    assert isinstance(part, ToolInvocationPart)
+    assert part.tool_invocation.result["ssn"] == "123"
+
+
+def test_update_tool_invocation_without_an_id_raises() -> None:
+    ml, _ = with_tool_call()
+    missing = redact_dict("c1", {})
+    del missing["toolInvocation"]["toolCallId"]
+    with pytest.raises(
+        MessageFormatError,
+        match=r"a part without a tool call id \(toolCallId\).*ids in the message "
+        r"list are 'c1'",
+    ):
+        ml.update_tool_invocation(missing)
 
 
 def test_update_tool_invocation_ignores_user_messages() -> None:
+    """Only assistant tool calls are found: a user message's part with the
+    same id is not one, and the error says there are none."""
     ml = MessageList()
     ml.add(
         Message(role="user", content=MessageContent(parts=[tool("c1", "result", 1)])),
         "input",
     )
-    assert ml.update_tool_invocation(redact_dict("c1", {})) is False
+    with pytest.raises(
+        MessageFormatError,
+        match="no assistant tool call has the id 'c1'; the message list has no "
+        "assistant tool calls",
+    ):
+        ml.update_tool_invocation(redact_dict("c1", {}))
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from procession.processors import (
     OutputProcessor,
     Processor,
     ProcessorViolation,
+    ProcessorWarning,
 )
 from procession.processors._registration import HookSpec, register_processors
 
@@ -58,6 +59,16 @@ class Mixed(Processor):
         return args.part
 
     process_output_step = AsyncHook()
+
+
+class AllLanes(Named):
+    """A processor with a hook for each lane."""
+
+    def process_output_stream(self, args: Any) -> Any:
+        return args.part
+
+    def process_api_error(self, args: Any) -> None:
+        return None
 
 
 # --- lanes and identity ---------------------------------------------------------
@@ -97,7 +108,7 @@ def test_two_instances_with_the_same_id_are_rejected() -> None:
 def test_duplicate_ids_within_one_lane_are_rejected() -> None:
     """Duplicate ids are rejected inside a lane too."""
     with pytest.raises(DuplicateProcessorIdError, match="share the id 'same'"):
-        register_processors(output=[Named("same"), WordCounter(), Named("same")])
+        register_processors(input=[Named("same"), Named("other"), Named("same")])
 
 
 def test_same_instance_twice_in_one_lane_is_rejected() -> None:
@@ -113,7 +124,7 @@ def test_same_instance_twice_in_one_lane_is_rejected() -> None:
 def test_processor_index_is_set_in_merged_order() -> None:
     """processor_index is the position in input, output, error order, each
     instance counted once."""
-    a, b, c, d = Named("a"), Named("b"), Named("c"), ErrorRecoveryProcessor()
+    a, b, c, d = AllLanes("a"), AllLanes("b"), AllLanes("c"), ErrorRecoveryProcessor()
     registered = register_processors(input=[a, b], output=[c, a], error=[d, b])
     assert [spec.id for spec in registered.all] == ["a", "b", "c", "error-recovery"]
     assert [p.processor_index for p in (a, b, c, d)] == [0, 1, 2, 3]
@@ -125,7 +136,8 @@ def test_processor_index_is_set_in_merged_order() -> None:
 def test_processor_index_is_reset_on_each_registration() -> None:
     """A shared processor takes its index from the latest registration."""
     counter = WordCounter()
-    register_processors(output=[Named("first"), counter])
+    first = types.SimpleNamespace(id="first", process_output_result=lambda args: None)
+    register_processors(output=[first, counter])
     assert counter.processor_index == 1
     register_processors(output=[counter])
     assert counter.processor_index == 0
@@ -219,7 +231,8 @@ def test_only_the_nine_hooks_are_looked_up() -> None:
         def process_everything(self, args: Any) -> None:
             return None
 
-    spec = register_processors(input=[Extra("extra")]).input[0]
+    with pytest.warns(ProcessorWarning, match="process_everything that is not a hook"):
+        spec = register_processors(input=[Extra("extra")]).input[0]
     assert set(spec.hooks) == {"process_input"}
     assert set(spec.hooks) <= set(HOOK_NAMES)
 
@@ -234,12 +247,93 @@ def test_a_processor_with_only_process_tool_result_is_an_output_processor() -> N
     assert registered.output[0].hooks["process_tool_result"].is_async is True
 
 
-def test_a_processor_outside_its_lanes_usual_hooks_is_accepted() -> None:
-    """An input-only processor in the output lane is accepted (SPEC §2.12)."""
-    lowercase = LowercaseProcessor()
-    registered = register_processors(output=[lowercase], error=[Named("err")])
-    assert registered.output[0].processor is lowercase
-    assert registered.error[0].id == "err"
+@pytest.mark.parametrize(
+    ("lanes", "shown"),
+    [
+        (
+            {"output": [LowercaseProcessor()]},
+            r"processor 'lowercase' is in output_processors but has none of that "
+            r"lane's hooks \(process_output_stream, process_output_step, "
+            r"process_output_result, process_tool_result, process_api_error\), so "
+            r"it would never run there; it has process_input: put it in "
+            r"input_processors",
+        ),
+        (
+            {"input": [WordCounter()]},
+            r"processor 'word-counter' is in input_processors but has none of "
+            r"that lane's hooks .* it has process_output_stream: put it in "
+            r"output_processors",
+        ),
+        (
+            {"error": [Named("err")]},
+            r"processor 'err' is in error_processors but has none of that lane's "
+            r"hooks \(process_api_error\), .* it has process_input",
+        ),
+    ],
+    ids=["input-only in output", "output-only in input", "no api hook in error"],
+)
+def test_a_processor_with_none_of_a_lanes_hooks_is_refused(
+    lanes: dict[str, Any], shown: str
+) -> None:
+    """It would sit in the lane and never run (SPEC §2.12 as revised): refused,
+    naming it, the lane's hooks and the hooks it has."""
+    with pytest.raises(ConfigurationError, match=shown):
+        register_processors(**lanes)
+
+
+def test_process_api_error_is_accepted_in_every_lane() -> None:
+    """An error processor may sit in any lane (consulted input, output, then
+    error lane)."""
+    recovery = ErrorRecoveryProcessor()
+    for lane in ("input", "output", "error"):
+        registered = register_processors(**{lane: [recovery]})
+        assert [spec.id for spec in getattr(registered, lane)] == ["error-recovery"]
+
+
+def test_a_processor_class_is_refused_with_a_hint_to_instantiate_it() -> None:
+    """Passing the class (it has an id and hooks, as class attributes) would
+    fail mid-run with a missing-argument TypeError; it is refused at once."""
+    with pytest.raises(
+        ConfigurationError,
+        match=r"output_processors got the class WordCounter, not a processor: "
+        r"instantiate it \(WordCounter\(\.\.\.\)\) and pass the instance",
+    ):
+        register_processors(output=[WordCounter])
+
+
+def test_a_misspelled_hook_beside_a_valid_one_is_warned_about() -> None:
+    """A ``process_*`` method that is not a hook is never called: a
+    ProcessorWarning says which hook it probably meant."""
+
+    class Typo(Processor):
+        id = "typo"
+
+        def process_output_result(self, args: Any) -> None:
+            return None
+
+        def process_output_streams(self, args: Any) -> Any:
+            return args.part
+
+    with pytest.warns(ProcessorWarning) as caught:
+        spec = register_processors(output=[Typo()]).output[0]
+    assert set(spec.hooks) == {"process_output_result"}
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "processor 'typo' has a method process_output_streams that is not a " in (
+        message
+    )
+    assert "did you mean process_output_stream?" in message
+
+
+def test_a_non_hook_attribute_that_is_not_callable_is_not_warned_about() -> None:
+    """``process_data_parts`` and other plain attributes are not methods."""
+    plain = types.SimpleNamespace(
+        id="plain",
+        process_data_parts=True,
+        process_notes="a string",
+        process_output_stream=lambda args: args.part,
+    )
+    register_processors(output=[plain])  # filterwarnings=error: no warning
 
 
 # --- rejected registrations ------------------------------------------------------

@@ -276,6 +276,77 @@ def test_a_chain_that_reads_a_neighbours_progress_is_caught() -> None:
         assert_modes_agree(chain, block(*"abcdefgh"), link_capacities=(4,))
 
 
+def test_modes_agree_when_read_under_per_read_deadlines() -> None:
+    """The heartbeat pattern: Notes sleeps 0.25 s per chunk, so a 0.1 s
+    deadline cuts its hook off; it is run again and nothing is lost."""
+    assert_modes_agree(
+        [Notes(), BufferingFilter()],
+        block("a ", "secret", " b"),
+        read_deadlines=[0.1, 0.3, 0.02],
+    )
+
+
+def test_per_read_deadlines_catch_a_slow_dropper_at_the_checkpoint() -> None:
+    """A hook that drops chunk 63 slowly outlives two reads; the second runs on
+    to the pipeline's every-64 checkpoint (issue 9 §2.1: the 64th item was
+    lost there)."""
+
+    class SlowDropper(Processor):
+        id = "slow-dropper"
+
+        async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+            if len(args.stream_parts) == 63:
+                await trio.sleep(2.0)
+                return None
+            return args.part
+
+    assert_modes_agree(
+        [SlowDropper()],
+        [text_delta(str(n)) for n in range(100)],
+        read_deadlines=[1.0],
+    )
+
+
+def test_per_read_deadlines_show_state_changed_before_an_await() -> None:
+    """A hook cut off by a read's deadline is called again with the same chunk:
+    a processor that counts in ``state`` before its ``await`` counts twice. The
+    check names the way of reading that showed it."""
+
+    class Eager(Processor):
+        id = "eager"
+
+        async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+            part = args.part
+            if not isinstance(part, TextDeltaChunk):
+                return part
+            args.state["n"] = args.state.get("n", 0) + 1
+            await trio.sleep(0.25)
+            return text_delta(f"{part.payload.text}{args.state['n']}")
+
+    assert_modes_agree([Eager()], block("a", "b"))  # read plainly, it agrees
+    with pytest.raises(
+        AssertionError,
+        match=r"mode 'fused' read under the deadlines \[0\.1\] disagrees with the "
+        r"sequential reference:\n  chunk #\d+: ",
+    ):
+        assert_modes_agree([Eager()], block("a", "b"), read_deadlines=[0.1])
+
+
+def test_per_read_deadlines_no_hook_can_meet_are_reported() -> None:
+    """A hook slower than every deadline plus the grace period never finishes:
+    the check says so instead of reading for ever."""
+
+    class Stuck(Processor):
+        id = "stuck"
+
+        async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+            await trio.sleep(100)
+            return args.part
+
+    with pytest.raises(AssertionError, match=r"no chunk in 1000 reads under the "):
+        assert_modes_agree([Stuck()], block("a"), read_deadlines=[0.01])
+
+
 # --------------------------------------------------------------------------- #
 # Fault builders
 # --------------------------------------------------------------------------- #

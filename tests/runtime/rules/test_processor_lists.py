@@ -74,9 +74,7 @@ async def test_rule12_state_is_fresh_for_every_call() -> None:
 
 async def test_rule12_duplicate_ids_are_an_error_before_any_model_call() -> None:
     model = ScriptedModel(["x"])
-    agent = Agent(
-        id="a", model=model, input_processors=[Upper()], output_processors=[Upper()]
-    )
+    agent = Agent(id="a", model=model, output_processors=[Upper(), Upper()])
     with pytest.raises(DuplicateProcessorIdError, match="'upper'"):
         await agent.generate("hi")
     assert model.calls == []
@@ -103,6 +101,9 @@ async def test_rule12_processor_index_is_the_merged_position() -> None:
 
         def process_input(self, args: ProcessInputArgs) -> None:
             return None
+
+        def process_api_error(self, args: Any) -> None:
+            return None  # d sits in the error lane, which needs this hook
 
     a, b, c, d = P("a"), P("b"), P("c"), P("d")
     agent = Agent(
