@@ -16,6 +16,7 @@ from typing import Any, Final, Never, TypeAlias
 
 from ..actors import ExecutionMode
 from ..data import Message, SystemMessage
+from ..memory import Memory, memory_ids
 from ..models import LanguageModel, resolve_model
 from ..processors import (
     ConfigurationError,
@@ -80,6 +81,11 @@ class Agent:
         run_deadline: seconds the whole run may take (off by default); past it
             the run fails with ``RunDeadlineExceeded`` (never retried). These two
             are policies; a caller's own cancel scope works as ever.
+        memory: conversation memory (``procession.memory.Memory``): each call
+            names its thread and resource (``memory={"thread": ...,
+            "resource": ...}``); the thread's last messages are loaded before
+            your input processors, and the turn is saved in one transaction
+            once the run finished (nothing of a run that did not).
         tracer_provider, meter_provider: where the run's OpenTelemetry spans
             and metrics go (``procession[otel]``); by default the global
             providers. Nothing is recorded, and nothing done per chunk, when no
@@ -113,6 +119,7 @@ class Agent:
         run_deadline: float | None = None,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        memory: Memory | None = None,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ConfigurationError(f"Agent id must be a non-empty str, got {id!r}")
@@ -153,6 +160,11 @@ class Agent:
         self.run_deadline = check_seconds("run_deadline", run_deadline)
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
+        if memory is not None and not isinstance(memory, Memory):
+            raise ConfigurationError(
+                f"memory must be a procession.memory.Memory, got {memory!r}"
+            )
+        self.memory = memory
 
     def __repr__(self) -> str:
         return f"<Agent id={self.id!r}>"
@@ -193,8 +205,9 @@ class Agent:
         run_deadline = check_seconds(
             "run_deadline", or_default(options["run_deadline"], self.run_deadline)
         )
-        thread_id = options["thread_id"]
-        resource_id = options["resource_id"]
+        thread_id, resource_id = _memory_ids(
+            options["memory"], options["thread_id"], options["resource_id"]
+        )
         context = (
             request_context
             if isinstance(request_context, RequestContext)
@@ -206,6 +219,19 @@ class Agent:
             "error_processors": or_default(error_processors, self.error_processors),
         }
         resolved = {k: resolve_lane(v, context, k) for k, v in lanes.items()}
+        tools = self.tools
+        memory = self.memory
+        if memory is not None:
+            # The seed: memory's processors "always stay, before your lists"; one
+            # the caller lists explicitly (same id) replaces the automatic one.
+            listed = {getattr(p, "id", None) for p in resolved["input_processors"]}
+            automatic = [p for p in memory.input_processors() if p.id not in listed]
+            resolved["input_processors"] = [*automatic, *resolved["input_processors"]]
+            thread_id = thread_id or context.thread_id
+            resource_id = resource_id or context.resource_id
+            if not thread_id or not resource_id:
+                memory_ids(None, None)  # raises MissingThreadError, naming both
+            tools = _with_working_memory_tool(tools, memory)
         processors = register_processors(
             input=resolved["input_processors"],
             output=resolved["output_processors"],
@@ -225,7 +251,7 @@ class Agent:
             self.model if isinstance(model, UseAgentDefault) else self.model_for(model)
         )
         if active_tools is not None:
-            self.tools.names(list(active_tools))  # unknown names are an error now
+            tools.names(list(active_tools))  # unknown names are an error now
         spec = RunSpec(
             run_id=run_id or f"run-{uuid.uuid4().hex[:12]}",
             processors=processors,
@@ -235,7 +261,7 @@ class Agent:
             request_context=context,
             model=chosen,
             model_for=self.model_for,
-            tools=self.tools,
+            tools=tools,
             tool_choice=or_default(tool_choice, self.tool_choice),
             active_tools=list(active_tools) if active_tools is not None else None,
             model_settings={**self.model_settings, **(model_settings or {})},
@@ -247,6 +273,7 @@ class Agent:
             agent_name=self.name,
             tracer_provider=self.tracer_provider,
             meter_provider=self.meter_provider,
+            memory=memory,
         )
         return spec, self._conversation(messages, context, thread_id, resource_id)
 
@@ -296,6 +323,7 @@ class Agent:
         idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
         run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
         run_id: str | None = None,
+        memory: Mapping[str, Any] | None = None,
         thread_id: str | None = None,
         resource_id: str | None = None,
         **unexpected: Never,
@@ -333,6 +361,7 @@ class Agent:
         idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
         run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
         run_id: str | None = None,
+        memory: Mapping[str, Any] | None = None,
         thread_id: str | None = None,
         resource_id: str | None = None,
         **unexpected: Never,
@@ -352,11 +381,60 @@ class Agent:
         ``max_steps``, ``model_settings``, ``provider_options`` (merged into the
         agent's), ``tool_choice``, ``active_tools``, ``model``,
         ``execution_mode``, ``idle_timeout``, ``run_deadline``, ``run_id``,
-        ``thread_id``, ``resource_id``.
+        ``memory`` (``{"thread": id or {"id": ...}, "resource": id}``, as
+        Mastra's call option), ``thread_id`` and ``resource_id`` (its aliases).
         """
         reject_unknown("generate", unexpected)
         spec, message_list = self._prepare(messages, _options_of(locals()))
         return _generate(spec, message_list)
+
+
+def _memory_ids(
+    option: Any, thread_id: str | None, resource_id: str | None
+) -> tuple[str | None, str | None]:
+    """The call's thread and resource: the ``memory`` option (Mastra's
+    ``{thread, resource}``; ``thread`` a str or ``{"id": ...}``) or its aliases
+    ``thread_id=`` / ``resource_id=``; both forms must agree."""
+    if option is None:
+        return thread_id, resource_id
+    if not isinstance(option, Mapping) or not set(option) <= {"thread", "resource"}:
+        raise ConfigurationError(
+            f"memory={option!r}; expected {{'thread': id, 'resource': id}} (thread "
+            f"may be {{'id': ...}})"
+        )
+    thread = option.get("thread")
+    if isinstance(thread, Mapping):
+        thread = thread.get("id")
+    resource = option.get("resource")
+    for name, value in (("thread", thread), ("resource", resource)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigurationError(
+                f"memory['{name}'] must be a non-empty str, got {value!r}"
+            )
+    for name, given, alias in (
+        ("thread", thread, thread_id),
+        ("resource", resource, resource_id),
+    ):
+        if given is not None and alias is not None and given != alias:
+            raise ConfigurationError(
+                f"memory['{name}'] is {given!r} but {name}_id= is {alias!r}; "
+                f"give one of them"
+            )
+    return thread or thread_id, resource or resource_id
+
+
+def _with_working_memory_tool(tools: ToolSet, memory: Memory) -> ToolSet:
+    """The agent's tools plus ``updateWorkingMemory`` when working memory is on."""
+    spec = memory.working_memory_tool()
+    if spec is None or spec.name in tools:
+        return tools
+    tool = Tool(
+        name=spec.name,
+        description=spec.description,
+        input=spec.input_schema,
+        execute=spec.execute,
+    )
+    return ToolSet([*tools.values(), tool])
 
 
 def _options_of(scope: Mapping[str, Any]) -> dict[str, Any]:

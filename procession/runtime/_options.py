@@ -51,6 +51,7 @@ CALL_OPTIONS: Final = (
     "idle_timeout",
     "run_deadline",
     "run_id",
+    "memory",
     "thread_id",
     "resource_id",
 )

@@ -81,7 +81,14 @@ class Coordinator:
             with trio.move_on_after(
                 math.inf if deadline is None else deadline
             ) as deadline_scope:
-                await self._run_to_end()
+                memory = state.spec.memory
+                if memory is None:
+                    await self._run_to_end()
+                else:
+                    # Runs on one thread take turns, from loading the history
+                    # to saving the turn (Memory's docstring).
+                    async with memory.thread_lock(state.message_list.thread_id):
+                        await self._run_to_end()
             if deadline_scope.cancelled_caught and deadline is not None:
                 await self._end(Terminal(error=RunDeadlineExceeded(deadline)))
             state.completed = True
@@ -108,6 +115,7 @@ class Coordinator:
             await control.settle()
             self._late_text()
             await self._output_result()
+            await self._save_turn()
         except Terminal as end:
             await self._end(end)
         except RetryRequested as late:
@@ -321,6 +329,21 @@ class Coordinator:
                     ignored if isinstance(ignored, TripWire) else ignored.error,
                 )
         return lanes.held
+
+    async def _save_turn(self) -> None:
+        """Memory: save what remains of the turn once every processor finished
+        (the seed), in one transaction. Only a run that got here saves; a
+        tripwire, an error or an abort never do. A failed save is the run's
+        error (a ``StorageError``), after its ``finish``."""
+        state = self._state
+        memory = state.spec.memory
+        if memory is None:
+            return
+        await self._control.settle()  # custom chunks of the last hooks, delivered
+        ml = state.message_list
+        await memory.save_turn(
+            ml.thread_id, ml.resource_id, ml, custom_chunks=state.custom_chunks
+        )
 
     async def _output_result(self) -> None:
         state = self._state

@@ -132,6 +132,8 @@ class RunSpec:
     tracer_provider: Any = None
     """An OpenTelemetry tracer provider (``None``: the global one)."""
     meter_provider: Any = None
+    memory: Any = None
+    """The agent's ``procession.memory.Memory``, if any."""
 
     @property
     def model_label(self) -> str:
