@@ -100,6 +100,7 @@ from ._registration import OutputProcessor as OutputProcessor
 from ._registration import ProcessorSet as ProcessorSet
 from ._registration import ProcessorSpec as ProcessorSpec
 from ._registration import register_processors as register_processors
+from .builtin import HoldBackWindow as HoldBackWindow
 from .builtin import PrefillErrorHandler as PrefillErrorHandler
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
@@ -121,6 +122,7 @@ __all__ = [
     "FilePart",
     "HOOK_NAMES",
     "Headers",
+    "HoldBackWindow",
     "HookArgs",
     "InputProcessor",
     "Message",

@@ -4,6 +4,8 @@
   transient API or stream error (the seed's StreamErrorRetryProcessor).
 * ``PrefillErrorHandler``: recovers from Anthropic's "assistant message
   prefill" rejection by appending a continue reminder.
+* ``HoldBackWindow``: the helper a stream processor uses to see matches that
+  span chunk boundaries, holding back only the tail that could still match.
 """
 
 from ._prefill import PREFILL_ERROR_PATTERNS as PREFILL_ERROR_PATTERNS
@@ -29,11 +31,14 @@ from ._stream_error_retry import (
     is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
 )
 from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
+from ._window import HoldBackWindow as HoldBackWindow
+from ._window import Scanner as Scanner
 
 __all__ = [
     "DEFAULT_MAX_RETRY_AFTER_MS",
     "DelayMs",
     "ErrorMatcher",
+    "HoldBackWindow",
     "OnRetry",
     "PREFILL_ERROR_PATTERNS",
     "PREFILL_REMINDER_TEXT",
@@ -41,6 +46,7 @@ __all__ = [
     "PrefillErrorHandler",
     "RETRYABLE_OPENAI_ERROR_CODES",
     "RetryMatcher",
+    "Scanner",
     "StreamErrorRetryProcessor",
     "TERMINAL_AUTH_ERROR_CODES",
     "get_retry_after_ms",
