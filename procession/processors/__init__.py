@@ -101,7 +101,10 @@ from ._registration import ProcessorSet as ProcessorSet
 from ._registration import ProcessorSpec as ProcessorSpec
 from ._registration import register_processors as register_processors
 from .builtin import HoldBackWindow as HoldBackWindow
+from .builtin import PatternRule as PatternRule
+from .builtin import PIIDetector as PIIDetector
 from .builtin import PrefillErrorHandler as PrefillErrorHandler
+from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
 from .builtin import get_retry_after_ms as get_retry_after_ms
@@ -136,7 +139,9 @@ __all__ = [
     "OutputProcessor",
     "OutputResult",
     "OverloadedError",
+    "PIIDetector",
     "Part",
+    "PatternRule",
     "PrefillErrorHandler",
     "ProcessAPIErrorArgs",
     "ProcessAPIErrorResult",
@@ -179,6 +184,7 @@ __all__ = [
     "RateLimitError",
     "ReasoningDetail",
     "ReasoningPart",
+    "RegexFilter",
     "RequestContext",
     "RetryMatcher",
     "Role",

@@ -10,7 +10,7 @@ and hands the rest to the processor's *scanner* once it is settled.
 
 The scanner is the processor's knowledge of its matches, in one call::
 
-    scan(args, text, start, final) -> (output, end)
+    scan(args, text, start, final, memo) -> (output, end)
 
 ``text[:start]`` is context already released (a few characters, for
 look-behind); ``text[start:]`` is unreleased. The scanner returns the output
@@ -18,7 +18,8 @@ for ``text[start:end]`` (redacted, normalised... or the same text) and ``end``:
 everything before ``end`` is settled and released, the rest is held until more
 text comes. With ``final=True`` (the block is ending) it must settle everything
 (``end == len(text)``). It may call ``args.abort(...)`` (a tripwire) or
-``args.report_violation(...)``. For a scanner that only needs to know how long
+``args.report_violation(...)``; ``memo`` is a dict of its own for this text
+block (forgotten with the block). For a scanner that only needs to know how long
 a tail to hold, ``HoldBackWindow.from_hold(transform, hold)`` builds one.
 
 What the window promises:
@@ -70,9 +71,10 @@ from .._contract import ProcessOutputStreamArgs
 __all__ = ["HoldBackWindow", "Scanner"]
 
 Scanner: TypeAlias = Callable[
-    [ProcessOutputStreamArgs, str, int, bool], tuple[str, int]
+    [ProcessOutputStreamArgs, str, int, bool, dict[str, Any]], tuple[str, int]
 ]
-"""``scan(args, text, start, final) -> (output, end)``: see the module docstring."""
+"""``scan(args, text, start, final, memo) -> (output, end)``: see the module
+docstring."""
 
 _PASS_BY: Final = frozenset(
     {TextStartChunk, RawChunk, ResponseMetadataChunk, DataChunk}
@@ -94,6 +96,8 @@ class _Block:
     held: str = ""
     context: str = ""
     """The last released characters (for a scanner's look-behind)."""
+    memo: dict[str, Any] = attrs.field(factory=dict)
+    """The scanner's own notes about this block."""
 
 
 @attrs.define
@@ -149,7 +153,11 @@ class HoldBackWindow:
         """
 
         def scan(
-            _args: ProcessOutputStreamArgs, text: str, start: int, final: bool
+            _args: ProcessOutputStreamArgs,
+            text: str,
+            start: int,
+            final: bool,
+            _memo: dict[str, Any],
         ) -> tuple[str, int]:
             body = text[start:]
             keep = 0 if final else min(max(hold(body), 0), len(body))
@@ -215,7 +223,7 @@ class HoldBackWindow:
             block.template = part
         text = block.context + block.held + part.payload.text
         start = len(block.context)
-        output, end = self._run(args, held, text, start, final=False)
+        output, end = self._run(args, held, block, text, start, final=False)
         block.held = text[end:]
         block.context = text[:end][-self._lookbehind :] if self._lookbehind else ""
         if not output:
@@ -239,20 +247,21 @@ class HoldBackWindow:
         if not block.held:
             return None
         text = block.context + block.held
-        output, _ = self._run(args, held, text, len(block.context), final=True)
+        output, _ = self._run(args, held, block, text, len(block.context), final=True)
         return _with_text(block.template, output) if output else None
 
     def _run(
         self,
         args: ProcessOutputStreamArgs,
         held: _Held,
+        block: _Block,
         text: str,
         start: int,
         *,
         final: bool,
     ) -> tuple[str, int]:
         try:
-            output, end = self._scan(args, text, start, final)
+            output, end = self._scan(args, text, start, final, block.memo)
         except TripWire:
             held.blocks.clear()  # never released, even by a retried attempt
             raise

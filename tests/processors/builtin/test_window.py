@@ -54,7 +54,12 @@ class Blocker(Processor):
         self.window = HoldBackWindow(self.scan)
 
     def scan(
-        self, args: ProcessOutputStreamArgs, text: str, start: int, final: bool
+        self,
+        args: ProcessOutputStreamArgs,
+        text: str,
+        start: int,
+        final: bool,
+        memo: dict[str, Any],
     ) -> tuple[str, int]:
         if WORD in text[start:]:
             args.abort(f"said {WORD}")
@@ -211,7 +216,7 @@ def test_flush_settles_what_is_held() -> None:
 
 
 def test_a_scanner_that_settles_too_little_at_the_end_is_refused() -> None:
-    window = HoldBackWindow(lambda args, text, start, final: ("", start))
+    window = HoldBackWindow(lambda args, text, start, final, memo: ("", start))
     state: dict[str, Any] = {}
     window.process(_args(c.text_delta("abc"), state, 0))
     with pytest.raises(ConfigurationError, match=r"end == 3 when final"):
@@ -220,4 +225,6 @@ def test_a_scanner_that_settles_too_little_at_the_end_is_refused() -> None:
 
 def test_a_negative_lookbehind_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="lookbehind must be 0 or more"):
-        HoldBackWindow(lambda args, text, start, final: ("", start), lookbehind=-1)
+        HoldBackWindow(
+            lambda args, text, start, final, memo: ("", start), lookbehind=-1
+        )
