@@ -86,6 +86,15 @@ def test_near_misses_are_not_detections(text: str) -> None:
     assert PatternMatcher(PRESET_RULES).find_all(f"see {text} next") == []
 
 
+def test_a_bearer_token_is_found_after_its_released_prefix() -> None:
+    token = "abcdefghijklmnopqrstuvwxyz0123"
+    run = run_pieces(
+        [RegexFilter(presets=["secrets"], strategy="redact")],
+        ["Authorization: Bearer ", token[:5], token[5:], " ok"],
+    )
+    assert client_text(run.chunks) == "Authorization: Bearer [API_KEY] ok"
+
+
 def test_the_checksums() -> None:
     assert luhn_is_valid("4111 1111 1111 1111")
     assert not luhn_is_valid("4111 1111 1111 1112")
@@ -213,6 +222,8 @@ FRAGMENTS = [
     "user@",
     "gh",
     "AKIA",
+    "Bearer ",
+    "t" * 24,
 ]
 texts = st.lists(st.sampled_from(FRAGMENTS), max_size=8).map("".join)
 
