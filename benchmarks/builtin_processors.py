@@ -29,7 +29,7 @@ from procession.chunks import (
     text_end,
     text_start,
 )
-from procession.processors import PIIDetector, RegexFilter
+from procession.processors import PIIDetector, RegexFilter, UnicodeNormalizer
 
 
 class PassThrough(Processor):
@@ -45,6 +45,7 @@ PROCESSORS: dict[str, Callable[[], object]] = {
     "RegexFilter(presets=['secrets'])": lambda: RegexFilter(
         presets=["secrets"], strategy="redact"
     ),
+    "UnicodeNormalizer()": lambda: UnicodeNormalizer(),
 }
 """name -> a fresh processor; each is measured alone after the pass-through."""
 

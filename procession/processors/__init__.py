@@ -107,6 +107,7 @@ from .builtin import PrefillErrorHandler as PrefillErrorHandler
 from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from .builtin import UnicodeNormalizer as UnicodeNormalizer
 from .builtin import get_retry_after_ms as get_retry_after_ms
 from .builtin import is_bad_request_error as is_bad_request_error
 from .builtin import (
@@ -206,6 +207,7 @@ __all__ = [
     "TracingContext",
     "TripWire",
     "TripwireInfo",
+    "UnicodeNormalizer",
     "UnknownChunkTypeError",
     "UnknownPart",
     "WireFormatError",

@@ -45,6 +45,7 @@ from ._stream_error_retry import (
     is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
 )
 from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
+from ._unicode import UnicodeNormalizer as UnicodeNormalizer
 from ._window import HoldBackWindow as HoldBackWindow
 from ._window import Scanner as Scanner
 
@@ -73,6 +74,7 @@ __all__ = [
     "Strategy",
     "StreamErrorRetryProcessor",
     "TERMINAL_AUTH_ERROR_CODES",
+    "UnicodeNormalizer",
     "get_retry_after_ms",
     "iban_is_valid",
     "is_bad_request_error",
