@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias
 
 from ..._errors import ConfigurationError
-from ...data import FinishChunk, Message, TextDeltaChunk, TextPart
+from ...data import Message, TextPart
 from .._contract import (
     ProcessInputArgs,
     Processor,
@@ -83,7 +83,6 @@ class _PatternGuard(Processor):
         self.strategy = strategy
         self._matcher = PatternMatcher(rules)
         self._window = HoldBackWindow(self._scan, key=f"{self.id}:window")
-        self._pending = f"{self.id}:pending-tripwire"
 
     @property
     def rules(self) -> tuple[PatternRule, ...]:
@@ -214,29 +213,7 @@ class _PatternGuard(Processor):
         docstring for what each strategy does)."""
         if self.phase == "input":
             return args.part
-        state = args.state
-        pending = state.get(self._pending)
-        if pending is not None:
-            reason, metadata, attempt = pending
-            if attempt == args.retry_count:
-                args.abort(reason, metadata=metadata)
-            del state[self._pending]  # it belonged to a discarded attempt
-        result = self._window.process(args)
-        if self._pending not in state:
-            return result
-        # A match became final after clean text: the client gets that text now
-        # and the tripwire with the next chunk (this one is withheld), so the
-        # text shown is the same however the provider cut it.
-        if args.part.__class__ is FinishChunk:
-            # No chunk follows to carry the tripwire: it goes now, and the
-            # clean text with it.
-            reason, metadata, _ = state.pop(self._pending)
-            self._window.discard(args)
-            args.abort(reason, metadata=metadata)
-        if isinstance(result, list):
-            texts = [c for c in result if isinstance(c, TextDeltaChunk)]
-            return texts or None
-        return result if isinstance(result, TextDeltaChunk) else None
+        return self._window.process(args)
 
     def _scan(
         self,
@@ -246,7 +223,7 @@ class _PatternGuard(Processor):
         final: bool,
         memo: dict[str, Any],
     ) -> tuple[str, int]:
-        if memo.get("filtered") or self._pending in args.state:
+        if memo.get("filtered"):
             return "", len(text)
         detections, end = self._matcher.scan(text, start, final)
         if not detections:
@@ -265,7 +242,7 @@ class _PatternGuard(Processor):
         metadata = self._metadata(detections[:1])
         if first == start:
             args.abort(reason, metadata=metadata)
-        args.state[self._pending] = (reason, metadata, args.retry_count)
+        self._window.trip_after(args, reason, metadata)
         return text[start:first], len(text)
 
 

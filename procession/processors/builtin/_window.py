@@ -32,6 +32,9 @@ What the window promises:
 * a delta whose text is all held is dropped (the hook returns ``None``); a flush
   re-emits the held text as a ``text-delta`` cloned from the block's last delta
   (same id, run id and origin), then the chunk that caused it;
+* a scanner that finds a tripping match after clean text may call
+  ``trip_after``: the clean text is released, then the tripwire comes with the
+  next chunk (so the client sees the same text however the text was cut);
 * on a tripwire (the scanner's own abort, or a retry request: the next chunk
   comes with a higher ``retry_count``), an ``error`` chunk, an ``abort`` chunk,
   a ``step-retry`` or a new ``step-start`` the held text is dropped, never
@@ -57,6 +60,7 @@ from ...data import (
     Chunk,
     DataChunk,
     ErrorChunk,
+    FinishChunk,
     RawChunk,
     ResponseMetadataChunk,
     StepRetryChunk,
@@ -105,6 +109,8 @@ class _Block:
 class _Held:
     attempt: int
     blocks: dict[str, _Block] = attrs.field(factory=dict)
+    pending: tuple[str, Any] | None = None
+    """A tripwire a scanner asked for after clean text (``trip_after``)."""
 
 
 class HoldBackWindow:
@@ -177,6 +183,36 @@ class HoldBackWindow:
             # A new run, or a retried attempt: what was held belongs to an
             # attempt the client was told to discard.
             held = args.state[self._key] = _Held(args.retry_count)
+        if held.pending is not None:
+            self._trip(args, held)
+        result = self._process(args, held, part)
+        if held.pending is None:
+            return result
+        # A scanner found a tripping match after clean text: the client gets
+        # that text now, the tripwire with the next chunk (this one withheld),
+        # so what is shown is the same however the provider cut the text.
+        if part.__class__ is FinishChunk:
+            self._trip(args, held)  # no chunk follows to carry it
+        if isinstance(result, list):
+            return [c for c in result if c.__class__ is TextDeltaChunk] or None
+        return result if result.__class__ is TextDeltaChunk else None
+
+    def trip_after(self, args: Any, reason: str, metadata: Any = None) -> None:
+        """From a scanner: release the output of this scan, then end the run
+        with a tripwire (``reason``, ``metadata``) at the next chunk; nothing
+        more is released meanwhile. Use it when the text before a match is
+        clean and should be shown however the text was cut."""
+        args.state[self._key].pending = (reason, metadata)
+
+    def _trip(self, args: ProcessOutputStreamArgs, held: _Held) -> None:
+        assert held.pending is not None
+        reason, metadata = held.pending
+        held.blocks.clear()
+        args.abort(reason, metadata=metadata)
+
+    def _process(
+        self, args: ProcessOutputStreamArgs, held: _Held, part: Chunk
+    ) -> Chunk | list[Chunk] | None:
         cls = part.__class__
         if cls is TextDeltaChunk:
             assert isinstance(part, TextDeltaChunk)
@@ -261,6 +297,8 @@ class HoldBackWindow:
         *,
         final: bool,
     ) -> tuple[str, int]:
+        if held.pending is not None:
+            return "", len(text)  # a tripwire is coming: release nothing more
         try:
             output, end = self._scan(args, text, start, final, block.memo)
         except TripWire:

@@ -228,3 +228,36 @@ def test_a_negative_lookbehind_is_refused() -> None:
         HoldBackWindow(
             lambda args, text, start, final, memo: ("", start), lookbehind=-1
         )
+
+
+class LateBlocker(Blocker):
+    """Releases the clean text before WORD, then trips at the next chunk."""
+
+    id = "late-blocker"
+
+    def scan(
+        self,
+        args: ProcessOutputStreamArgs,
+        text: str,
+        start: int,
+        final: bool,
+        memo: dict[str, Any],
+    ) -> tuple[str, int]:
+        at = text.find(WORD, start)
+        if at >= 0:
+            self.window.trip_after(args, f"said {WORD}", {"at": "late"})
+            return text[start:at], len(text)
+        end = len(text) if final else len(text) - _hold(text[start:])
+        return text[start:end], end
+
+
+@given(st.data())
+def test_trip_after_shows_the_clean_text_for_every_split(data: st.DataObject) -> None:
+    text = "card se" + data.draw(texts) + "secret tail"
+    pieces = data.draw(text_splits(text))
+    run = run_pieces([LateBlocker()], pieces)
+    assert run.outcome.tripwire is not None
+    assert run.outcome.tripwire.reason == "said secret"
+    assert client_text(run.chunks) == text[: text.find(WORD)]
+    # The chunk that carried the trip never reaches the client.
+    assert [x.type for x in run.chunks][-2:] == ["text-delta", "tripwire"]
