@@ -107,6 +107,7 @@ from .builtin import PrefillErrorHandler as PrefillErrorHandler
 from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from .builtin import SystemPromptScrubber as SystemPromptScrubber
 from .builtin import UnicodeNormalizer as UnicodeNormalizer
 from .builtin import get_retry_after_ms as get_retry_after_ms
 from .builtin import is_bad_request_error as is_bad_request_error
@@ -197,6 +198,7 @@ __all__ = [
     "StepStartPart",
     "StreamErrorRetryProcessor",
     "SystemMessage",
+    "SystemPromptScrubber",
     "TextPart",
     "ToolArgumentsError",
     "ToolCallInfo",

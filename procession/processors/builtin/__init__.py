@@ -27,6 +27,7 @@ from ._prefill import PREFILL_REMINDER_TEXT as PREFILL_REMINDER_TEXT
 from ._prefill import PREFILL_REMINDER_TYPE as PREFILL_REMINDER_TYPE
 from ._prefill import PrefillErrorHandler as PrefillErrorHandler
 from ._prefill import is_prefill_error as is_prefill_error
+from ._scrubber import SystemPromptScrubber as SystemPromptScrubber
 from ._stream_error_retry import (
     DEFAULT_MAX_RETRY_AFTER_MS as DEFAULT_MAX_RETRY_AFTER_MS,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "Scanner",
     "Strategy",
     "StreamErrorRetryProcessor",
+    "SystemPromptScrubber",
     "TERMINAL_AUTH_ERROR_CODES",
     "UnicodeNormalizer",
     "get_retry_after_ms",
