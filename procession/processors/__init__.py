@@ -100,6 +100,7 @@ from ._registration import OutputProcessor as OutputProcessor
 from ._registration import ProcessorSet as ProcessorSet
 from ._registration import ProcessorSpec as ProcessorSpec
 from ._registration import register_processors as register_processors
+from .builtin import BatchParts as BatchParts
 from .builtin import HoldBackWindow as HoldBackWindow
 from .builtin import PatternRule as PatternRule
 from .builtin import PIIDetector as PIIDetector
@@ -108,6 +109,7 @@ from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
 from .builtin import SystemPromptScrubber as SystemPromptScrubber
+from .builtin import ToolCallFilter as ToolCallFilter
 from .builtin import UnicodeNormalizer as UnicodeNormalizer
 from .builtin import get_retry_after_ms as get_retry_after_ms
 from .builtin import is_bad_request_error as is_bad_request_error
@@ -118,6 +120,7 @@ from .builtin import is_terminal_auth_error as is_terminal_auth_error
 
 __all__ = [
     "AbortSignal",
+    "BatchParts",
     "CollectingEmitter",
     "ConfigurationError",
     "DataPart",
@@ -201,6 +204,7 @@ __all__ = [
     "SystemPromptScrubber",
     "TextPart",
     "ToolArgumentsError",
+    "ToolCallFilter",
     "ToolCallInfo",
     "ToolInvocation",
     "ToolInvocationPart",

@@ -10,6 +10,8 @@
   span chunk boundaries, holding back only the tail that could still match.
 """
 
+from ._batch import BatchParts as BatchParts
+from ._batch import ToolCallFilter as ToolCallFilter
 from ._patterns import PII_TYPES as PII_TYPES
 from ._patterns import PRESET_RULES as PRESET_RULES
 from ._patterns import Detection as Detection
@@ -51,6 +53,7 @@ from ._window import HoldBackWindow as HoldBackWindow
 from ._window import Scanner as Scanner
 
 __all__ = [
+    "BatchParts",
     "DEFAULT_MAX_RETRY_AFTER_MS",
     "DelayMs",
     "Detection",
@@ -76,6 +79,7 @@ __all__ = [
     "StreamErrorRetryProcessor",
     "SystemPromptScrubber",
     "TERMINAL_AUTH_ERROR_CODES",
+    "ToolCallFilter",
     "UnicodeNormalizer",
     "get_retry_after_ms",
     "iban_is_valid",
