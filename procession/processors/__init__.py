@@ -109,6 +109,7 @@ from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
 from .builtin import SystemPromptScrubber as SystemPromptScrubber
+from .builtin import TokenLimiter as TokenLimiter
 from .builtin import ToolCallFilter as ToolCallFilter
 from .builtin import UnicodeNormalizer as UnicodeNormalizer
 from .builtin import get_retry_after_ms as get_retry_after_ms
@@ -203,6 +204,7 @@ __all__ = [
     "SystemMessage",
     "SystemPromptScrubber",
     "TextPart",
+    "TokenLimiter",
     "ToolArgumentsError",
     "ToolCallFilter",
     "ToolCallInfo",

@@ -48,6 +48,9 @@ from ._stream_error_retry import (
     is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
 )
 from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
+from ._tokens import TokenCounter as TokenCounter
+from ._tokens import TokenLimiter as TokenLimiter
+from ._tokens import estimate_tokens as estimate_tokens
 from ._unicode import UnicodeNormalizer as UnicodeNormalizer
 from ._window import HoldBackWindow as HoldBackWindow
 from ._window import Scanner as Scanner
@@ -79,8 +82,11 @@ __all__ = [
     "StreamErrorRetryProcessor",
     "SystemPromptScrubber",
     "TERMINAL_AUTH_ERROR_CODES",
+    "TokenCounter",
+    "TokenLimiter",
     "ToolCallFilter",
     "UnicodeNormalizer",
+    "estimate_tokens",
     "get_retry_after_ms",
     "iban_is_valid",
     "is_bad_request_error",
