@@ -120,3 +120,23 @@ def test_the_memory_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
         assert {("postgres", 1), ("postgres", 5), ("no memory", 5)} <= setups
     assert all(r.ms_per_turn > 0 and r.turns_per_second > 0 for r in rows)
     assert "added ms" in capsys.readouterr().out
+
+
+def test_the_builtin_processors_benchmark_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = SCRIPT.parent / "builtin_processors.py"
+    spec = importlib.util.spec_from_file_location("builtin_processors", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
+    try:
+        spec.loader.exec_module(module)
+        rows = module.main(["--quick"])
+        names = list(module.PROCESSORS)
+    finally:
+        del sys.modules[spec.name]
+    assert [r.name for r in rows] == ["pass-through (baseline)", *names]
+    assert all(r.us_per_chunk > 0 and r.chunks > 0 for r in rows)
+    assert "added us/chunk" in capsys.readouterr().out

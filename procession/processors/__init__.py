@@ -106,9 +106,18 @@ from ._registration import ProcessorSet as ProcessorSet
 from ._registration import ProcessorSpec as ProcessorSpec
 from ._registration import ProcessorWarning as ProcessorWarning
 from ._registration import register_processors as register_processors
+from .builtin import BatchParts as BatchParts
+from .builtin import HoldBackWindow as HoldBackWindow
+from .builtin import PatternRule as PatternRule
+from .builtin import PIIDetector as PIIDetector
 from .builtin import PrefillErrorHandler as PrefillErrorHandler
+from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from .builtin import SystemPromptScrubber as SystemPromptScrubber
+from .builtin import TokenLimiter as TokenLimiter
+from .builtin import ToolCallFilter as ToolCallFilter
+from .builtin import UnicodeNormalizer as UnicodeNormalizer
 from .builtin import get_retry_after_ms as get_retry_after_ms
 from .builtin import is_bad_request_error as is_bad_request_error
 from .builtin import (
@@ -118,6 +127,7 @@ from .builtin import is_terminal_auth_error as is_terminal_auth_error
 
 __all__ = [
     "AbortSignal",
+    "BatchParts",
     "CollectingEmitter",
     "ConfigurationError",
     "DataPart",
@@ -128,6 +138,7 @@ __all__ = [
     "FilePart",
     "HOOK_NAMES",
     "Headers",
+    "HoldBackWindow",
     "HookArgs",
     "InputProcessor",
     "InvalidTextError",
@@ -143,7 +154,9 @@ __all__ = [
     "OutputProcessor",
     "OutputResult",
     "OverloadedError",
+    "PIIDetector",
     "Part",
+    "PatternRule",
     "PrefillErrorHandler",
     "ProcessAPIErrorArgs",
     "ProcessAPIErrorResult",
@@ -187,6 +200,7 @@ __all__ = [
     "RateLimitError",
     "ReasoningDetail",
     "ReasoningPart",
+    "RegexFilter",
     "RequestContext",
     "RetryMatcher",
     "Role",
@@ -200,8 +214,11 @@ __all__ = [
     "StreamErrorRetryProcessor",
     "StreamParts",
     "SystemMessage",
+    "SystemPromptScrubber",
     "TextPart",
+    "TokenLimiter",
     "ToolArgumentsError",
+    "ToolCallFilter",
     "ToolCallInfo",
     "ToolInvocation",
     "ToolInvocationPart",
@@ -210,6 +227,7 @@ __all__ = [
     "TracingContext",
     "TripWire",
     "TripwireInfo",
+    "UnicodeNormalizer",
     "UnknownChunkTypeError",
     "UnknownPart",
     "WireFormatError",
