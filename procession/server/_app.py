@@ -19,7 +19,7 @@ import trio
 
 from ..chunks import Chunk
 from ..processors import ConfigurationError
-from ..runtime import Agent
+from ..runtime import Agent, AgentResult
 from ._http import (
     ClientGone,
     HttpError,
@@ -288,6 +288,7 @@ class ProcessionApp:
         request = parse_run_body(await self._body(scope, receive))
         run = self._start_run(agent, request)
         self.runs.reserved += 1
+        result: AgentResult | None = None
         try:
             async with run as stream, trio.open_nursery() as nursery:
                 self.runs.streams[stream.run_id] = stream
@@ -299,6 +300,8 @@ class ProcessionApp:
                     self.runs.streams.pop(stream.run_id, None)
         finally:
             self.runs.reserved -= 1
+        if result is None:
+            return  # the client left: the run was cancelled, nobody to answer
         if result.error is not None and result.outcome.kind == "error":
             # As Mastra's server: a failed generate is a 500 with the message.
             await send_json(send, 500, {"error": _message(result.error)})

@@ -119,7 +119,8 @@ def parse_json_object(body: bytes) -> Mapping[str, Any]:
 async def send_json(
     send: Send, status: int, value: Any, headers: Iterable[tuple[bytes, bytes]] = ()
 ) -> None:
-    """A complete JSON response."""
+    """A complete JSON response. Checkpoints in each ``send`` (waiting while
+    the client does not read); cancellation leaves the response cut."""
     body = dumps(value)
     await send(
         {
@@ -138,7 +139,8 @@ async def send_json(
 async def send_empty(
     send: Send, status: int, headers: Iterable[tuple[bytes, bytes]] = ()
 ) -> None:
-    """A response with no body (204, a CORS preflight)."""
+    """A response with no body (204, a CORS preflight). Checkpoints in
+    ``send``."""
     await send(
         {
             "type": "http.response.start",

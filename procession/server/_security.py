@@ -91,17 +91,23 @@ def check_bind(host: str, *, has_tokens: bool, insecure: bool) -> None:
     )
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values, str):
+        return (values,)
+    return tuple(values)
+
+
 @attrs.frozen(kw_only=True)
 class Cors:
     """CORS, off unless given to ``create_app(cors=...)``: the allowed origins
     (``"*"`` for any), and what a preflight allows."""
 
-    allow_origins: tuple[str, ...] = attrs.field(converter=tuple)
+    allow_origins: tuple[str, ...] = attrs.field(converter=_strings)
     allow_headers: tuple[str, ...] = attrs.field(
-        converter=tuple, default=("authorization", "content-type")
+        converter=_strings, default=("authorization", "content-type")
     )
     allow_methods: tuple[str, ...] = attrs.field(
-        converter=tuple, default=("GET", "POST", "OPTIONS")
+        converter=_strings, default=("GET", "POST", "OPTIONS")
     )
     max_age_s: int = 600
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import pathlib
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,7 +41,9 @@ async def serve(
     (``ConfigurationError``) unless ``insecure``. On shutdown the open streams
     are ended first (``app.begin_shutdown()``: an ``abort`` chunk, then
     ``[DONE]``); hypercorn then waits up to ``graceful_timeout_s`` for the
-    connections to close. Needs the ``server`` extra (hypercorn).
+    connections to close. Cancelling the caller stops the server at once
+    (connections closed, runs cancelled). Needs the ``server`` extra
+    (hypercorn).
     """
     check_bind(host, has_tokens=app.auth_required, insecure=insecure)
     try:
@@ -110,9 +115,6 @@ def load_target(target: str, *, cwd_on_path: bool = True) -> ProcessionApp:
 
 def _import(name: str) -> Any:
     if name.endswith(".py"):
-        import importlib.util
-        import pathlib
-
         path = pathlib.Path(name)
         spec = importlib.util.spec_from_file_location(path.stem, path)
         if spec is None or spec.loader is None or not path.exists():

@@ -89,7 +89,11 @@ async def stream_response(
     a 200 SSE response framed by ``settings``; returns when the response is
     complete or the client left. A run that ends (any outcome) is followed by
     ``data: [DONE]``; a failure of the server itself while streaming is one
-    error frame, logged with its traceback, and no ``[DONE]``."""
+    error frame, logged with its traceback, and no ``[DONE]``.
+
+    Checkpoints throughout (each ``send`` waits while the client does not
+    read: backpressure). A disconnect, or cancellation of the caller, cancels
+    the run before this returns."""
     async with run as stream, trio.open_nursery() as nursery:
         registry.streams[stream.run_id] = stream
         try:
