@@ -25,6 +25,7 @@ import shutil
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TextIO
 
 import attrs
@@ -47,7 +48,7 @@ from .chunks import (
     TripwireChunk,
     Usage,
 )
-from .models import LanguageModel, ModelFinish, resolve_model
+from .models import LanguageModel, ModelFinish, ModelRequest, resolve_model
 from .processors import (
     Processor,
     ProcessOutputStepArgs,
@@ -57,7 +58,7 @@ from .processors import (
 from .runtime import Agent, AgentResult, ToolContext, tool
 from .testing import Delay, ScriptedModel, tool_call_turn
 
-__all__ = ["demo_agent", "demo_model", "run_demo"]
+__all__ = ["ServedDemoModel", "demo_agent", "demo_model", "run_demo"]
 
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
@@ -222,41 +223,73 @@ def _streamed(text: str) -> list[Any]:
     return out
 
 
-def demo_model() -> LanguageModel:
-    """The scripted model behind the demo (an e-mail address arrives split across
-    two deltas, as providers do split them)."""
+def _demo_turns() -> dict[str, list[Any]]:
+    """The demo's four scripted answers, by name (an e-mail address arrives
+    split across two deltas, as providers do split them)."""
     usage = Usage(input_tokens=120, output_tokens=40, total_tokens=160)
 
     def done(reason: str) -> ModelFinish:
         return ModelFinish(finish_reason=reason, usage=usage)
 
-    return ScriptedModel(
-        [
-            # Conversation 1: a tool call, a thin answer, a retried good one.
-            [
-                *tool_call_turn("lookup_order", {"order_id": "A-1042"}),
-                done("tool-calls"),
-            ],
-            [*_streamed("It shipped. "), done("stop")],
-            [
-                *_streamed(
-                    "Good news: order A-1042 has shipped with DHL. If anything looks "
-                    "wrong, write to dispatch@exam|ple.com and quote the order number."
-                ),
-                done("stop"),
-            ],
-            # Conversation 2: the guardrail trips mid-stream.
-            [
-                *_streamed(
-                    "Sure. To reset the router you need the internal password, "
-                    "which is hunter2, then hold the button."
-                ),
-                done("stop"),
-            ],
+    return {
+        "tool": [
+            *tool_call_turn("lookup_order", {"order_id": "A-1042"}),
+            done("tool-calls"),
         ],
+        "thin": [*_streamed("It shipped. "), done("stop")],
+        "good": [
+            *_streamed(
+                "Good news: order A-1042 has shipped with DHL. If anything looks "
+                "wrong, write to dispatch@exam|ple.com and quote the order number."
+            ),
+            done("stop"),
+        ],
+        "leak": [
+            *_streamed(
+                "Sure. To reset the router you need the internal password, "
+                "which is hunter2, then hold the button."
+            ),
+            done("stop"),
+        ],
+    }
+
+
+def demo_model() -> LanguageModel:
+    """The scripted model behind the demo: conversation 1 is a tool call, a
+    thin answer and a retried good one; conversation 2 trips the guardrail."""
+    turns = _demo_turns()
+    return ScriptedModel(
+        [turns["tool"], turns["thin"], turns["good"], turns["leak"]],
         provider="scripted",
         model_id="demo-support-model",
     )
+
+
+class ServedDemoModel:
+    """The demo's answers for ``procession serve`` with no target: each call
+    picks the scripted turn that fits its prompt (a question about a router
+    trips the guardrail; otherwise a tool call, a thin answer, then after the
+    retry feedback the good one), so any number of chats can run."""
+
+    provider = "scripted"
+    model_id = "demo-support-model"
+
+    def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[Any]:
+        """One call, answered from a fresh one-turn ``ScriptedModel``."""
+        turns = _demo_turns()
+        prompt = request.prompt
+        users = [m for m in prompt if m.role == "user"]
+        question = repr(users[-1].content).lower() if users else ""
+        if "router" in question or "password" in question:
+            turn = turns["leak"]
+        elif not any(m.role == "tool" for m in prompt):
+            turn = turns["tool"]
+        elif any(m.role == "system" and "not accepted" in m.content for m in prompt):
+            turn = turns["good"]
+        else:
+            turn = turns["thin"]
+        model = ScriptedModel([turn], provider=self.provider, model_id=self.model_id)
+        return model.stream(request)
 
 
 def demo_agent(model: LanguageModel | None = None, **options: Any) -> Agent:
@@ -531,7 +564,66 @@ def _parser() -> argparse.ArgumentParser:
         "provider/model id such as anthropic/claude-sonnet-4-5 (a real, billed "
         "API call; needs its package and API key)",
     )
+    serve = sub.add_parser(
+        "serve",
+        help="serve agents over HTTP (Mastra and AI SDK protocols)",
+        description="Serve an agent, a list of agents or an app from "
+        "procession.server.create_app over HTTP (hypercorn's trio worker). With "
+        "no target, serves the demo's support agent on its scripted model. Bearer "
+        "tokens come from $PROCESSION_SERVER_TOKENS (comma-separated).",
+    )
+    serve.add_argument(
+        "target",
+        nargs="?",
+        help="module:attr or path/file.py:attr naming an Agent, a list of agents "
+        "or an app (default: the demo's agent, offline)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    serve.add_argument("--port", type=int, default=4111, help="default 4111")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --host with no bearer token configured",
+    )
     return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``procession serve``: runs until SIGINT / SIGTERM; 2 for a target or
+    address it refuses."""
+    from .server import check_bind, create_app, load_target, serve
+
+    try:
+        if args.target:
+            app = load_target(args.target)
+        else:
+            app = create_app([demo_agent(ServedDemoModel())])
+        check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
+    except ConfigurationError as exc:
+        print(f"procession serve: {exc}", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            urls = await nursery.start(
+                lambda task_status: serve(
+                    app,
+                    host=args.host,
+                    port=args.port,
+                    insecure=args.insecure,
+                    task_status=task_status,
+                )
+            )
+            ids = ", ".join(app.agents)
+            print(
+                f"procession serve: {ids} on {' '.join(urls)} "
+                f"(auth {'on' if app.auth_required else 'off'}); "
+                f"POST /api/agents/{{agentId}}/stream, POST /api/chat; Ctrl-C stops",
+                flush=True,
+            )
+
+    trio.run(run)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -543,6 +635,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "serve":
+        return _serve(args)
     try:
         model = None if args.model == "scripted" else resolve_model(args.model)
     except ConfigurationError as exc:

@@ -1,0 +1,59 @@
+"""Serve agents over HTTP: a framework-free ASGI 3 app, two wire protocols.
+
+``create_app(agents=[...])`` returns an ASGI app; serve it with hypercorn's
+trio worker (``await serve(app)`` inside ``trio.run``, or
+``hypercorn --worker-class trio module:app``) or ``procession serve
+module:attr``. uvicorn runs asyncio only and cannot serve it; Starlette or
+FastAPI (on hypercorn's trio worker) can mount it.
+
+Routes:
+
+* Mastra (``@mastra/client-js``): ``GET /api/agents``, ``GET
+  /api/agents/{agentId}``, ``POST /api/agents/{agentId}/stream`` (SSE of
+  Mastra chunks, ``data: [DONE]`` at the end), ``POST
+  /api/agents/{agentId}/generate`` (JSON), ``POST
+  /api/agents/{agentId}/runs/{runId}/cancel``.
+* AI SDK UI message stream v1 (``useChat``): ``POST /api/chat`` (the only
+  agent) and ``POST /api/agents/{agentId}/chat``; ``GET /api/chat/{id}/stream``
+  answers 204 (nothing to resume).
+
+Needs the ``server`` extra for ``serve`` (hypercorn); the app itself needs
+only the core install.
+"""
+
+from .._faces import fixup_module_metadata as _fixup_module_metadata
+from ._app import ProcessionApp as ProcessionApp
+from ._app import create_app as create_app
+from ._mastra import DONE_FRAME as DONE_FRAME
+from ._mastra import KEEPALIVE_FRAME as KEEPALIVE_FRAME
+from ._mastra import agent_info as agent_info
+from ._mastra import generate_body as generate_body
+from ._mastra import mastra_frame as mastra_frame
+from ._security import TOKENS_ENV as TOKENS_ENV
+from ._security import Cors as Cors
+from ._security import check_bind as check_bind
+from ._serve import load_target as load_target
+from ._serve import serve as serve
+from ._ui_stream import UI_STREAM_HEADERS as UI_STREAM_HEADERS
+from ._ui_stream import ui_chunks as ui_chunks
+from ._ui_stream import ui_frame as ui_frame
+
+__all__ = [
+    "Cors",
+    "DONE_FRAME",
+    "KEEPALIVE_FRAME",
+    "ProcessionApp",
+    "TOKENS_ENV",
+    "UI_STREAM_HEADERS",
+    "agent_info",
+    "check_bind",
+    "create_app",
+    "generate_body",
+    "load_target",
+    "mastra_frame",
+    "serve",
+    "ui_chunks",
+    "ui_frame",
+]
+
+_fixup_module_metadata(__name__, globals())

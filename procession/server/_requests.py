@@ -1,0 +1,212 @@
+"""Request bodies: what ``@mastra/client-js`` and the AI SDK's ``useChat``
+send, read into one ``RunRequest``; every problem an ``HttpError(400)`` that
+names the field."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..data import Message, SystemMessage
+from ..processors import MessageFormatError
+from ..wire import parse_message
+from ._http import HttpError
+
+__all__ = ["RunRequest", "parse_chat_body", "parse_run_body"]
+
+
+@attrs.frozen(kw_only=True)
+class RunRequest:
+    """One run asked for over HTTP: the input messages and the per-call options
+    a client may set."""
+
+    messages: tuple[Message | SystemMessage, ...]
+    run_id: str = attrs.field(factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
+    """The client's ``runId``, or a new one."""
+    thread_id: str | None = None
+    resource_id: str | None = None
+    request_context: Mapping[str, Any] = attrs.field(factory=dict)
+    max_steps: int | None = None
+    model_settings: Mapping[str, Any] | None = None
+    provider_options: Mapping[str, Any] | None = None
+    active_tools: tuple[str, ...] | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The keywords for ``Agent.stream`` / ``Agent.generate`` (unset ones
+        left out, so the agent's own values apply)."""
+        out: dict[str, Any] = {"request_context": dict(self.request_context)}
+        out["run_id"] = self.run_id
+        for name in (
+            "thread_id",
+            "resource_id",
+            "max_steps",
+            "model_settings",
+            "provider_options",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.active_tools is not None:
+            out["active_tools"] = list(self.active_tools)
+        return out
+
+
+def _new_id() -> str:
+    return f"msg-{uuid.uuid4().hex}"
+
+
+def _messages(value: object, field: str) -> tuple[Message | SystemMessage, ...]:
+    if value is None:
+        raise HttpError(400, f"'{field}' is required", field=field)
+    items = [value] if isinstance(value, str | Mapping) else value
+    if not isinstance(items, list) or not items:
+        raise HttpError(
+            400,
+            f"'{field}' must be a string, a message or a non-empty list of them, "
+            f"got {_kind(value)}",
+            field=field,
+        )
+    parsed = []
+    for index, item in enumerate(items):
+        where = f"{field}[{index}]"
+        try:
+            parsed.append(parse_message(item, generate_id=_new_id))
+        except MessageFormatError as exc:
+            raise HttpError(400, f"{where}: {exc}", field=where) from exc
+    return tuple(parsed)
+
+
+def _optional_str(body: Mapping[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise HttpError(
+            400, f"'{key}' must be a non-empty string, got {_kind(value)}", field=key
+        )
+    return value
+
+
+def _optional_object(
+    body: Mapping[str, Any], key: str, prefix: str = ""
+) -> Mapping[str, Any] | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise HttpError(
+            400,
+            f"'{prefix}{key}' must be a JSON object, got {_kind(value)}",
+            field=prefix + key,
+        )
+    return value
+
+
+def _memory(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``memory: {thread, resource}`` (``thread`` a string or ``{id}``), or the
+    older top-level ``threadId`` / ``resourceId``."""
+    thread = _optional_str(body, "threadId")
+    resource = _optional_str(body, "resourceId")
+    memory = _optional_object(body, "memory")
+    if memory is not None:
+        raw_thread = memory.get("thread")
+        if isinstance(raw_thread, Mapping):
+            raw_thread = raw_thread.get("id")
+            field = "memory.thread.id"
+        else:
+            field = "memory.thread"
+        if raw_thread is not None:
+            if not isinstance(raw_thread, str) or not raw_thread:
+                raise HttpError(
+                    400,
+                    f"'{field}' must be a non-empty string, got {_kind(raw_thread)}",
+                    field=field,
+                )
+            thread = raw_thread
+        raw_resource = memory.get("resource")
+        if raw_resource is not None:
+            if not isinstance(raw_resource, str) or not raw_resource:
+                raise HttpError(
+                    400,
+                    f"'memory.resource' must be a non-empty string, got "
+                    f"{_kind(raw_resource)}",
+                    field="memory.resource",
+                )
+            resource = raw_resource
+    return thread, resource
+
+
+def _max_steps(body: Mapping[str, Any]) -> int | None:
+    value = body.get("maxSteps")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise HttpError(
+            400,
+            f"'maxSteps' must be an integer >= 1, got {_kind(value)}",
+            field="maxSteps",
+        )
+    return value
+
+
+def _active_tools(body: Mapping[str, Any]) -> tuple[str, ...] | None:
+    value = body.get("activeTools")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise HttpError(
+            400,
+            f"'activeTools' must be a list of tool names, got {_kind(value)}",
+            field="activeTools",
+        )
+    return tuple(value)
+
+
+def parse_run_body(body: Mapping[str, Any]) -> RunRequest:
+    """A Mastra ``stream`` / ``generate`` body: ``messages`` (a string, a list
+    of strings, ``{role, content}`` messages with string or parts content, or
+    Mastra / UI messages), ``memory: {thread, resource}``, ``requestContext``,
+    ``runId``, ``maxSteps``, ``modelSettings``, ``providerOptions``,
+    ``activeTools``. Other keys the client sends are ignored."""
+    thread, resource = _memory(body)
+    run_id = _optional_str(body, "runId")
+    return RunRequest(
+        messages=_messages(body.get("messages"), "messages"),
+        **({"run_id": run_id} if run_id is not None else {}),
+        thread_id=thread,
+        resource_id=resource,
+        request_context=_optional_object(body, "requestContext") or {},
+        max_steps=_max_steps(body),
+        model_settings=_optional_object(body, "modelSettings"),
+        provider_options=_optional_object(body, "providerOptions"),
+        active_tools=_active_tools(body),
+    )
+
+
+def parse_chat_body(body: Mapping[str, Any]) -> tuple[str | None, RunRequest]:
+    """An AI SDK ``useChat`` body, ``{id, messages, trigger, messageId}``: the
+    chat id and the run. ``messages`` are UI messages (``parts``)."""
+    chat_id = _optional_str(body, "id")
+    trigger = body.get("trigger")
+    if trigger is not None and trigger not in ("submit-message", "regenerate-message"):
+        raise HttpError(
+            400,
+            f"'trigger' must be 'submit-message' or 'regenerate-message', got "
+            f"{_kind(trigger)}",
+            field="trigger",
+        )
+    _optional_str(body, "messageId")
+    return chat_id, RunRequest(
+        messages=_messages(body.get("messages"), "messages"),
+        request_context=_optional_object(body, "requestContext") or {},
+    )
+
+
+def _kind(value: object) -> str:
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{type(value).__name__} {text}"

@@ -1,0 +1,129 @@
+"""Serving an app with hypercorn's trio worker, and loading what
+``procession serve module:attr`` names."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pathlib
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import trio
+
+from ..processors import ConfigurationError
+from ..runtime import Agent
+from ._app import ProcessionApp, create_app
+from ._security import check_bind
+
+__all__ = ["load_target", "serve"]
+
+
+async def serve(
+    app: ProcessionApp,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 4111,
+    insecure: bool = False,
+    shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+    backlog: int = 1024,
+    graceful_timeout_s: float = 5.0,
+) -> None:
+    """Serve ``app`` on ``host:port`` with hypercorn's trio worker, in the
+    caller's trio run, until ``shutdown_trigger()`` returns (default: SIGINT
+    or SIGTERM). ``await nursery.start(serve, app, port=0)`` returns the
+    bound URLs (port 0 picks a free one).
+
+    With no bearer token configured, a non-loopback ``host`` is refused
+    (``ConfigurationError``) unless ``insecure``. On shutdown the open streams
+    are ended first (``app.begin_shutdown()``: an ``abort`` chunk, then
+    ``[DONE]``); hypercorn then waits up to ``graceful_timeout_s`` for the
+    connections to close. Cancelling the caller stops the server at once
+    (connections closed, runs cancelled). Needs the ``server`` extra
+    (hypercorn).
+    """
+    check_bind(host, has_tokens=app.auth_required, insecure=insecure)
+    try:
+        from hypercorn.config import Config
+        from hypercorn.trio import serve as hypercorn_serve
+    except ImportError as exc:  # pragma: no cover - the extra is in dev
+        raise ConfigurationError(
+            f'serving needs the server extra: pip install "procession[server]" ({exc})'
+        ) from exc
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = None
+    config.backlog = backlog
+    config.graceful_timeout = graceful_timeout_s
+    trigger = shutdown_trigger or _signalled
+
+    async def shutdown() -> None:
+        await trigger()
+        app.begin_shutdown()
+
+    # hypercorn types the app with its own scope TypedDicts; ours is the
+    # plain ASGI mapping form of the same protocol.
+    await hypercorn_serve(
+        app,  # type: ignore[arg-type]
+        config,
+        shutdown_trigger=shutdown,
+        task_status=task_status,
+    )
+
+
+async def _signalled() -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _signal in signals:
+            return
+
+
+def load_target(target: str, *, cwd_on_path: bool = True) -> ProcessionApp:
+    """The app that ``target`` (``"module:attr"`` or ``"path/file.py:attr"``)
+    names: an app as it is, or an agent or a list of agents served by
+    ``create_app``. Raises ``ConfigurationError`` saying what was found."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigurationError(
+            f"serve takes module:attr (e.g. myapp.agents:agent), got {target!r}"
+        )
+    if cwd_on_path and "" not in sys.path:
+        sys.path.insert(0, "")
+    module = _import(module_name)
+    try:
+        value: Any = getattr(module, attr)
+    except AttributeError:
+        raise ConfigurationError(f"{module_name} has no attribute {attr!r}") from None
+    if isinstance(value, ProcessionApp):
+        return value
+    if isinstance(value, Agent):
+        return create_app([value])
+    if (
+        isinstance(value, Sequence)
+        and value
+        and all(isinstance(v, Agent) for v in value)
+    ):
+        return create_app(value)
+    raise ConfigurationError(
+        f"{target} is {value!r}; expected an Agent, a list of agents or an app "
+        f"from create_app"
+    )
+
+
+def _import(name: str) -> Any:
+    if name.endswith(".py"):
+        path = pathlib.Path(name)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None or not path.exists():
+            raise ConfigurationError(f"cannot load {name}: no such file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(f"cannot import {name!r}: {exc}") from exc
