@@ -1,19 +1,23 @@
-"""``procession demo``: two short agent conversations streamed through a visible
-chain of processors, on a scripted model (no API key, no network).
+"""``procession demo``: three short agent conversations of one returning user,
+streamed through a visible chain of processors, on a scripted model (no API
+key, no network), with conversation memory in SQLite.
 
 The chain:
 
-* ``email-redactor`` (output stream): hides e-mail addresses even when one is
-  split across chunks, by holding back the last partial word in ``state``;
+* ``pii-detector`` (built-in, output stream): hides e-mail addresses even when
+  one is split across chunks (its hold-back window keeps only the tail that
+  could still become an address);
+* ``regex-filter`` (built-in, output stream): trips the moment the model starts
+  to reveal an internal password;
 * ``quality-check`` (output step): asks for a retry, with feedback, when an
   answer is too thin;
 * ``tool-result-scanner`` (tool result): scans what a tool returned for prompt
-  injection, and masks a secret field before the model sees it;
-* ``leak-guardrail`` (output stream): trips the moment the model starts to
-  reveal an internal password.
+  injection, and masks a secret field before the model sees it.
 
-Each processor reports what it did as a transient ``data-processor-event``
-chunk, which the renderer shows inline.
+The hand-written processors report what they did as a transient
+``data-processor-event`` chunk, which the renderer shows inline; the third
+conversation is answered from the thread's memory (the blocked second answer
+was never saved).
 """
 
 from __future__ import annotations
@@ -48,12 +52,15 @@ from .chunks import (
     TripwireChunk,
     Usage,
 )
+from .memory import Memory, SqliteStorage
 from .models import LanguageModel, ModelFinish, ModelRequest, resolve_model
 from .processors import (
+    PatternRule,
+    PIIDetector,
     Processor,
     ProcessOutputStepArgs,
-    ProcessOutputStreamArgs,
     ProcessToolResultArgs,
+    RegexFilter,
 )
 from .runtime import Agent, AgentResult, ToolContext, tool
 from .testing import Delay, ScriptedModel, tool_call_turn
@@ -73,51 +80,6 @@ async def _event(args: Any, processor: str, message: str) -> None:
             "transient": True,
         }
     )
-
-
-class EmailRedactor(Processor):
-    """Replaces e-mail addresses in streamed text with ``[email hidden]``.
-
-    Text is released up to the last whitespace; the partial word after it waits
-    in ``state`` for the next delta, so an address split across chunks is still
-    caught. ``text-end`` flushes what is held.
-    """
-
-    id = "email-redactor"
-
-    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
-        part = args.part
-        held: str = args.state.get("held", "")
-        if isinstance(part, TextDeltaChunk):
-            text = held + part.payload.text
-            cut = max(text.rfind(" "), text.rfind("\n")) + 1
-            ready, args.state["held"] = text[:cut], text[cut:]
-            if not ready:
-                return None  # everything so far may be part of an address
-            return await self._emit(args, part, ready)
-        if isinstance(part, TextEndChunk) and held:
-            args.state["held"] = ""
-            flushed = await self._emit(args, None, held, id_=part.payload.id)
-            return [flushed, part]
-        return part
-
-    async def _emit(
-        self,
-        args: ProcessOutputStreamArgs,
-        part: TextDeltaChunk | None,
-        text: str,
-        *,
-        id_: str | None = None,
-    ) -> TextDeltaChunk:
-        redacted, count = _EMAIL.subn("[email hidden]", text)
-        if count:
-            args.state["redacted"] = args.state.get("redacted", 0) + count
-            await _event(args, self.id, f"hid {count} e-mail address(es)")
-        if part is not None:
-            return attrs.evolve(part, payload=attrs.evolve(part.payload, text=redacted))
-        return TextDeltaChunk(
-            payload=TextDeltaPayload(id=id_ or "text-1", text=redacted)
-        )
 
 
 class QualityCheck(Processor):
@@ -170,24 +132,6 @@ class ToolResultScanner(Processor):
         else:
             await _event(args, self.id, "clean")
         return None
-
-
-class LeakGuardrail(Processor):
-    """Trips as soon as the streamed text mentions the internal password."""
-
-    id = "leak-guardrail"
-
-    def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
-        part = args.part
-        if isinstance(part, TextDeltaChunk):
-            seen = args.state.get("seen", "") + part.payload.text
-            args.state["seen"] = seen[-200:]
-            if "internal password" in seen.lower():
-                args.abort(
-                    "the answer started to reveal an internal password",
-                    metadata={"policy": "secrets"},
-                )
-        return part
 
 
 @attrs.frozen
@@ -251,15 +195,23 @@ def _demo_turns() -> dict[str, list[Any]]:
             ),
             done("stop"),
         ],
+        "remember": [
+            *_streamed(
+                "Yes, I remember: order A-1042 shipped with DHL and is on its way "
+                "to you."
+            ),
+            done("stop"),
+        ],
     }
 
 
 def demo_model() -> LanguageModel:
     """The scripted model behind the demo: conversation 1 is a tool call, a
-    thin answer and a retried good one; conversation 2 trips the guardrail."""
+    thin answer and a retried good one; conversation 2 trips the guardrail;
+    conversation 3, the returning user, is answered from memory."""
     turns = _demo_turns()
     return ScriptedModel(
-        [turns["tool"], turns["thin"], turns["good"], turns["leak"]],
+        [turns["tool"], turns["thin"], turns["good"], turns["leak"], turns["remember"]],
         provider="scripted",
         model_id="demo-support-model",
     )
@@ -282,6 +234,8 @@ class ServedDemoModel:
         question = repr(users[-1].content).lower() if users else ""
         if "router" in question or "password" in question:
             turn = turns["leak"]
+        elif "remember" in question:
+            turn = turns["remember"]
         elif not any(m.role == "tool" for m in prompt):
             turn = turns["tool"]
         elif any(m.role == "system" and "not accepted" in m.content for m in prompt):
@@ -293,15 +247,26 @@ class ServedDemoModel:
 
 
 def demo_agent(model: LanguageModel | None = None, **options: Any) -> Agent:
-    """The demo's support agent and its processor chain."""
+    """The demo's support agent and its processor chain: two built-ins (an
+    e-mail redactor that catches an address split across deltas, a guardrail
+    on a secret) and two hand-written processors."""
     return Agent(
         id="support-agent",
         instructions="You are a concise, friendly support agent.",
         model=model or demo_model(),
         tools=[lookup_order],
         output_processors=[
-            EmailRedactor(),
-            LeakGuardrail(),
+            PIIDetector(detection_types=["email"], redaction_method="placeholder"),
+            RegexFilter(
+                rules=[
+                    PatternRule(
+                        name="internal-password",
+                        pattern=r"(?i)internal\s+password",
+                        max_length=32,  # hold back no more than a match needs
+                    )
+                ],
+                strategy="block",
+            ),
             QualityCheck(),
             ToolResultScanner(),
         ],
@@ -394,6 +359,7 @@ async def _converse(
     out: TextIO,
     events: Counter[str],
     width: int | None,
+    memory: dict[str, str],
 ) -> AgentResult:
     out.write(style.bold(f"\nuser › {question}\n"))
     in_text = False
@@ -409,16 +375,41 @@ async def _converse(
             out.write(line)
         held.clear()
 
-    async with agent.stream(question) as stream:
+    remembered_shown = False
+    shown: list[str] = []  # this text block's deltas
+    async with agent.stream(question, memory=memory) as stream:
         async for chunk in stream:
+            if not remembered_shown:
+                remembered_shown = True
+                earlier = stream.message_list.get.remembered.db()
+                if earlier:
+                    out.write(
+                        style.cyan(
+                            f"  ◷ memory: {len(earlier)} earlier message(s) of this "
+                            f"thread loaded (a blocked answer is never saved)\n"
+                        )
+                    )
             match chunk:
                 case TextDeltaChunk():
+                    shown.append(chunk.payload.text)
                     if not in_text:
                         out.write(style.green("agent › "))
                         in_text = True
                         wrap.start(len("agent › "))
                     out.write(wrap.fit(chunk.payload.text))
                 case StepStartChunk() | TextEndChunk():
+                    # The built-in redactor's placeholders, in what was shown
+                    # (a later processor may cut one across two deltas).
+                    redacted = "".join(shown).count("[EMAIL]")
+                    shown.clear()
+                    if redacted:
+                        events["pii-detector"] += redacted
+                        held.append(
+                            style.cyan(
+                                f"  [pii-detector] redacted {redacted} e-mail "
+                                f"address(es)\n"
+                            )
+                        )
                     newline()
                 case ToolCallChunk():
                     newline()
@@ -468,7 +459,7 @@ async def run_demo(
     model: LanguageModel | None = None,
     width: int | None = None,
 ) -> list[AgentResult]:
-    """Run the demo; write it to ``out`` (stdout by default). Returns the two
+    """Run the demo; write it to ``out`` (stdout by default). Returns the three
     conversations' results. Checkpoints throughout (the scripted model's
     delays sleep on trio's clock); cancellation propagates.
 
@@ -481,7 +472,9 @@ async def run_demo(
     style = _Style(_use_colour(colour, out))
     if mode not in ("fused", "actors"):
         raise ConfigurationError(f"mode must be 'fused' or 'actors', got {mode!r}")
-    agent = demo_agent(model, execution_mode=mode)
+    # A returning user: the conversations share one thread, kept in SQLite.
+    memory = Memory(storage=SqliteStorage(":memory:"))
+    agent = demo_agent(model, execution_mode=mode, memory=memory)
     # The first line, before any model is called: which model, and whether it
     # costs money.
     label = (
@@ -494,18 +487,21 @@ async def run_demo(
     out.flush()
     out.write(
         style.dim(
-            "output processors: email-redactor → leak-guardrail → quality-check → "
-            f"tool-result-scanner; execution mode: {mode}\n"
+            "output processors: pii-detector → regex-filter → quality-check → "
+            f"tool-result-scanner; memory: SQLite; execution mode: {mode}\n"
         )
     )
     events: Counter[str] = Counter()
+    thread = {"thread": "demo-thread", "resource": "demo-user"}
     results = [
-        await _converse(agent, question, style, out, events, width)
+        await _converse(agent, question, style, out, events, width, thread)
         for question in (
             "Where is my order A-1042?",
             "How do I reset the office router?",
+            "I'm back. Do you remember my order?",
         )
     ]
+    await memory.storage.aclose()
     out.write(style.bold("\nsummary\n"))
     for i, result in enumerate(results, 1):
         blocked = (
@@ -531,17 +527,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="procession",
         description="procession: LLM agents whose streams flow through supervised "
-        "trio processor actors. 'procession demo' streams two short conversations "
+        "trio processor actors. 'procession demo' streams three short conversations "
         "through a visible chain of processors, offline.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command")
     demo = sub.add_parser(
         "demo",
-        help="stream two short conversations through processors (offline)",
-        description="Stream two short support conversations through a redactor, "
-        "a guardrail that trips, a quality check that retries and a tool-result "
-        "scanner. Runs on an embedded scripted model unless --model names another.",
+        help="stream three short conversations through processors (offline)",
+        description="Stream three short support conversations of a returning user "
+        "through a redactor, a guardrail that trips, a quality check that retries "
+        "and a tool-result scanner, with memory in SQLite. Runs on an embedded "
+        "scripted model unless --model names another.",
     )
     demo.add_argument(
         "--color",

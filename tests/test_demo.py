@@ -13,28 +13,43 @@ import trio
 from procession._demo import run_demo
 
 
-async def test_demo_streams_both_conversations(autojump_clock: trio.abc.Clock) -> None:
+async def test_demo_streams_three_conversations(autojump_clock: trio.abc.Clock) -> None:
     out = io.StringIO()
-    first, second = await run_demo(out, colour="never")
+    first, second, third = await run_demo(out, colour="never")
     text = out.getvalue()
     # Conversation 1: the scanner masks the key, the quality check retries once,
-    # the redactor hides an address that arrived split across two deltas.
+    # the built-in PIIDetector hides an address that arrived split across two
+    # deltas.
     assert "[tool-result-scanner] clean; masked the api_key field" in text
     assert "'api_key': '[masked]'" in text
     # One numbering for people: the second step (steps=2 in the summary).
     assert "↺ step 2 retried (retry 1): the answer has 2 words" in text
-    assert "write to [email hidden] and quote the order number." in text
+    assert "write to [EMAIL] and quote the order number." in text
+    assert "[pii-detector] redacted 1 e-mail address(es)" in text
     assert "dispatch@exam" not in text.split("agent › Good news")[1]
     assert first.finish_reason == "stop"
     assert first.retry_count == 1
-    assert first.text.endswith("write to [email hidden] and quote the order number.")
-    # Conversation 2: the guardrail trips mid-stream; the password never shows.
-    assert "✖ blocked by leak-guardrail" in text
+    assert first.text.endswith("write to [EMAIL] and quote the order number.")
+    # Conversation 2: the built-in RegexFilter trips mid-stream; the password
+    # never shows, and the step's hooks never judged the blocked answer.
+    assert "agent › Sure. To reset the router you need the \n" in text
+    assert "✖ blocked by regex-filter" in text
     assert "hunter2" not in text
+    assert "answer accepted (8 words)" not in text
     assert second.finish_reason == "other"
     assert second.tripwire is not None
-    assert second.tripwire.processor_id == "leak-guardrail"
-    assert "processor actions: email-redactor ×1, leak-guardrail ×1" in text
+    assert second.tripwire.processor_id == "regex-filter"
+    # Conversation 3: a returning user; memory kept conversation 1, not 2.
+    conversation_3 = text.split("Do you remember my order?")[1]
+    assert "◷ memory: 3 earlier message(s) of this thread loaded" in conversation_3
+    assert third.finish_reason == "stop"
+    remembered = [m.text for m in third.message_list.get.remembered.db()]
+    assert remembered[0] == "Where is my order A-1042?"
+    assert not any("router" in t for t in remembered)
+    assert (
+        "processor actions: pii-detector ×1, quality-check ×3, regex-filter ×1, "
+        "tool-result-scanner ×1" in text
+    )
     assert "\x1b[" not in text  # colour off
 
 
@@ -52,7 +67,7 @@ async def test_demo_in_actors_mode_prints_the_same(
 async def test_demo_colours_when_asked(autojump_clock: trio.abc.Clock) -> None:
     out = io.StringIO()
     await run_demo(out, colour="always")
-    assert "\x1b[31;1m  ✖ blocked by leak-guardrail" in out.getvalue()
+    assert "\x1b[31;1m  ✖ blocked by regex-filter" in out.getvalue()
 
 
 def test_the_console_command_runs() -> None:
@@ -66,7 +81,7 @@ def test_the_console_command_runs() -> None:
         env={"PATH": "", "NO_COLOR": "1"},
     )
     assert done.returncode == 0, done.stderr
-    assert "blocked by leak-guardrail" in done.stdout
+    assert "blocked by regex-filter" in done.stdout
     assert "conversation 1: finish=stop" in done.stdout
 
 
@@ -99,7 +114,7 @@ def test_a_real_model_that_cannot_be_built_is_one_line_and_exit_2() -> None:
 def test_bare_procession_prints_the_help_and_version_works() -> None:
     bare = _procession()
     assert bare.returncode == 0
-    assert "streams two short conversations" in bare.stdout
+    assert "streams three short conversations" in bare.stdout
     helped = _procession("demo", "--help")
     assert "--color" in helped.stdout
     assert "colour the output" in helped.stdout

@@ -72,4 +72,4 @@ def test_the_wheel_is_complete_and_the_demo_runs_from_it(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "model: scripted (offline)"
-    assert "conversation 2: finish=other, blocked by leak-guardrail" in done.stdout
+    assert "conversation 2: finish=other, blocked by regex-filter" in done.stdout

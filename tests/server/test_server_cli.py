@@ -41,8 +41,8 @@ def test_serve_with_no_target_serves_the_demo_agent() -> None:
         with httpx2.Client(timeout=10) as client:
             agents = client.get(f"{base}/api/agents").json()
             assert [p["id"] for p in agents["support-agent"]["outputProcessors"]] == [
-                "email-redactor",
-                "leak-guardrail",
+                "pii-detector",
+                "regex-filter",
                 "quality-check",
                 "tool-result-scanner",
             ]
@@ -53,7 +53,7 @@ def test_serve_with_no_target_serves_the_demo_agent() -> None:
                     json={"messages": "Where is my order A-1042?"},
                 ).json()
                 assert answer["text"].startswith("Good news: order A-1042 has shipped")
-                assert "[email hidden]" in answer["text"]
+                assert "[EMAIL]" in answer["text"]
             with client.stream(
                 "POST",
                 f"{base}/api/chat",

@@ -37,7 +37,14 @@ released text as context)."""
 
 
 def _compile(value: str | re.Pattern[str]) -> re.Pattern[str]:
-    return value if isinstance(value, re.Pattern) else re.compile(value)
+    if isinstance(value, re.Pattern):
+        return value
+    try:
+        return re.compile(value)
+    except (re.error, TypeError) as exc:
+        raise ConfigurationError(
+            f"pattern {value!r} is not a regular expression: {exc}"
+        ) from exc
 
 
 def _compile_class(value: str | None) -> re.Pattern[str] | None:
@@ -448,6 +455,12 @@ _FLAGS: Final = (
 )
 
 
+_GLOBAL_FLAGS = re.compile(r"\A(?:\(\?[aiLmsux]+\))+")
+"""Leading inline flag groups, ``(?i)``: already in ``pattern.flags``, and not
+allowed in the middle of the combined expression."""
+
+
 def _scoped(pattern: re.Pattern[str]) -> str:
     flags = "".join(letter for flag, letter in _FLAGS if pattern.flags & flag)
-    return f"(?{flags}:{pattern.pattern})" if flags else f"(?:{pattern.pattern})"
+    body = _GLOBAL_FLAGS.sub("", pattern.pattern)
+    return f"(?{flags}:{body})" if flags else f"(?:{body})"

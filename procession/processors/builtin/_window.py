@@ -193,6 +193,13 @@ class HoldBackWindow:
         # so what is shown is the same however the provider cut the text.
         if part.__class__ is FinishChunk:
             self._trip(args, held)  # no chunk follows to carry it
+        if part.__class__ is not TextDeltaChunk:
+            # The match was found flushing at a block's end (or before another
+            # chunk): trip on this chunk, the clean text held with the match
+            # dropped. Waiting for a next chunk could wait past the step's end
+            # (its hooks and tools run before its step-finish) and let them
+            # act on a step that is blocked.
+            self._trip(args, held)
         if isinstance(result, list):
             return [c for c in result if c.__class__ is TextDeltaChunk] or None
         return result if result.__class__ is TextDeltaChunk else None
