@@ -3,8 +3,8 @@
 same run) and with ``Memory`` on SQLite (a file, ``":memory:"``) and on
 PostgreSQL; then 100 conversations at once on PostgreSQL. Each turn loads the
 last 10 messages (the ``MessageHistory`` processor) and saves the turn
-(``Memory.save_turn``), wired by hand as the runtime will wire it. Not part
-of the test suite; a smoke test runs ``--quick``.
+(``Memory.save_turn``): ``Agent(memory=...)``, as a user writes it. Not
+part of the test suite; a smoke test runs ``--quick``.
 
     python benchmarks/memory_turns.py          # 20 turns x 5 rounds; 100 at once
     python benchmarks/memory_turns.py --quick  # tiny, to check it runs
@@ -52,20 +52,14 @@ async def _conversation(
     memory: Memory | None, thread: str, turns: int, times: list[float]
 ) -> None:
     agent = Agent(
-        id="bench", model=ScriptedModel([f"answer {i}" for i in range(turns)])
+        id="bench",
+        model=ScriptedModel([f"answer {i}" for i in range(turns)]),
+        memory=memory,
     )
+    ids = {"thread": thread, "resource": "bench-user"} if memory else None
     for i in range(turns):
         start = time.perf_counter()
-        if memory is None:
-            await agent.generate(f"question {i}")
-        else:
-            result = await agent.generate(
-                f"question {i}",
-                input_processors=memory.input_processors(),
-                thread_id=thread,
-                resource_id="bench-user",
-            )
-            await memory.save_turn(thread, "bench-user", result.message_list)
+        await agent.generate(f"question {i}", memory=ids)
         times.append((time.perf_counter() - start) * 1e3)
 
 
