@@ -35,7 +35,7 @@ from ..processors import (
 )
 from ..processors._contract import on_error_outcome, tripwire_in
 from ._state import RunState, Terminal
-from ._telemetry import traced_stream_spec
+from ._telemetry import traced_spec
 
 __all__ = ["HookEmitter", "HookLanes"]
 
@@ -99,9 +99,12 @@ class HookLanes:
         if telemetry.active:
             # Counted and timed per step; only a recording run pays for it.
             specs = tuple(
-                traced_stream_spec(s, telemetry, state.traced_streams)
-                if s in spec.processors.output
-                else s
+                traced_spec(
+                    s,
+                    telemetry,
+                    state.traced_streams,
+                    output=s in spec.processors.output,
+                )
                 for s in specs
             )
         self.actors: dict[str, ProcessorActor] = {

@@ -13,7 +13,7 @@ from ..data import FinishChunk, StepFinishChunk, StepRetryChunk
 from ..processors import ProcessorSpec
 from ..telemetry import names
 
-__all__ = ["traced_stream_spec"]
+__all__ = ["traced_spec", "traced_stream_spec"]
 
 _STEP_END = (StepFinishChunk, FinishChunk)
 
@@ -124,3 +124,24 @@ def _failed(tracker: _StreamSpan, exc: BaseException) -> None:
         tracker.close(tripwire=exc)
     elif isinstance(exc, Exception):
         tracker.close(error=exc)
+
+
+def traced_spec(
+    spec: ProcessorSpec, telemetry: Any, open_spans: list[Any], *, output: bool
+) -> ProcessorSpec:
+    """``spec`` as a recording run uses it: its violations become span events
+    (then reach its own ``on_violation``, if any), and, in the output lane, its
+    stream hook is counted and timed per step (``traced_stream_spec``)."""
+    if output:
+        spec = traced_stream_spec(spec, telemetry, open_spans)
+    callback = spec.on_violation
+
+    async def on_violation(violation: Any) -> None:
+        if not violation.blocking:  # a blocking one is the tripwire's own event
+            telemetry.violation(violation.processor_id, violation.message, False)
+        if callback is not None:
+            result = callback(violation)
+            if hasattr(result, "__await__"):
+                await result
+
+    return attrs.evolve(spec, on_violation=on_violation)

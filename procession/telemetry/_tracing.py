@@ -308,9 +308,11 @@ class RunTelemetry:
             attributes[c.RETRYABLE] = retryable
         (span or self._run).add_event(c.EVENT_PROVIDER_ERROR, attributes)
 
-    def violation(self, processor_id: str, message: str) -> None:
+    def violation(self, processor_id: str, message: str, blocking: bool) -> None:
+        """A violation a processor reported (``on_violation``'s argument)."""
         self._run.add_event(
-            c.EVENT_VIOLATION, {c.PROCESSOR_ID: processor_id, "message": message}
+            c.EVENT_VIOLATION,
+            {c.PROCESSOR_ID: processor_id, "message": message, "blocking": blocking},
         )
 
     def delivered_first_chunk(self) -> None:

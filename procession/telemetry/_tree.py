@@ -44,7 +44,12 @@ def _value(value: Any) -> str:
 
 def _event(event: Any) -> str:
     attributes = dict(event.attributes or {})
-    detail = attributes.get(c.TRIPWIRE_REASON) or attributes.get(c.RETRY_CAUSE) or ""
+    detail = (
+        attributes.get(c.TRIPWIRE_REASON)
+        or attributes.get(c.RETRY_CAUSE)
+        or attributes.get("message")
+        or ""
+    )
     name = event.name.rsplit(".", 1)[-1]
     return f"⚑ {name}" + (f" ({detail})" if detail else "")
 

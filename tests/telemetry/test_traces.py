@@ -269,7 +269,39 @@ async def test_span_tree_draws_the_run_with_its_children_and_events(
     await agent.generate("hi")
     drawn = span_tree(exporter.get_finished_spans()).splitlines()
     assert drawn[0].startswith("invoke_agent a  [outcome=tripwire")
-    assert drawn[0].endswith("⚑ tripwire (leak)")
+    assert "⚑ tripwire (leak)" in drawn[0]
     assert drawn[1].startswith("├─ process_output_stream guard  [in=")
     assert drawn[1].endswith("⚑ tripwire (leak)")
     assert drawn[-1].startswith("└─ chat scripted-model")
+
+
+async def test_a_warned_violation_is_an_event_and_still_reaches_on_violation(
+    exporter: InMemorySpanExporter,
+) -> None:
+    heard: list[str] = []
+
+    class Warns(Processor):
+        id = "warns"
+
+        def process_output_stream(self, args: Any) -> Any:
+            if isinstance(args.part, TextDeltaChunk):
+                args.report_violation("rude word", detail={"word": "x"})
+            return args.part
+
+        def on_violation(self, violation: Any) -> None:
+            heard.append(violation.message)
+
+    agent = Agent(
+        id="a",
+        model=ScriptedModel(["hello"]),
+        output_processors=[Warns()],
+        tracer_provider=provider_for(exporter),
+    )
+    result = await agent.generate("hi")
+    assert result.tripwire is None
+    assert heard == ["rude word"]
+    run = only(exporter.get_finished_spans(), "invoke_agent a")
+    [event] = [e for e in run.events if e.name == names.EVENT_VIOLATION]
+    assert event.attributes is not None
+    assert event.attributes[names.PROCESSOR_ID] == "warns"
+    assert event.attributes["blocking"] is False
