@@ -213,6 +213,18 @@ class Agent:
             if isinstance(request_context, RequestContext)
             else RequestContext(request_context or {})
         )
+        if self.memory is not None:
+            thread_id = thread_id or context.thread_id
+            resource_id = resource_id or context.resource_id
+            if not thread_id or not resource_id:
+                memory_ids(None, None)  # raises MissingThreadError, naming both
+            if (context.thread_id, context.resource_id) != (thread_id, resource_id):
+                # Hooks and tools (updateWorkingMemory) find the call's thread and
+                # resource in the request context, as in Mastra; the caller's own
+                # object is not changed.
+                context = RequestContext(
+                    {**context, "thread_id": thread_id, "resource_id": resource_id}
+                )
         lanes = {
             "input_processors": or_default(input_processors, self.input_processors),
             "output_processors": or_default(output_processors, self.output_processors),
@@ -227,10 +239,6 @@ class Agent:
             listed = {getattr(p, "id", None) for p in resolved["input_processors"]}
             automatic = [p for p in memory.input_processors() if p.id not in listed]
             resolved["input_processors"] = [*automatic, *resolved["input_processors"]]
-            thread_id = thread_id or context.thread_id
-            resource_id = resource_id or context.resource_id
-            if not thread_id or not resource_id:
-                memory_ids(None, None)  # raises MissingThreadError, naming both
             tools = _with_working_memory_tool(tools, memory)
         processors = register_processors(
             input=resolved["input_processors"],

@@ -301,3 +301,30 @@ async def test_a_failed_save_is_the_runs_error_and_writes_nothing(
     assert assert_run_shape(chunks) == "error"
     assert [c.type for c in chunks[-2:]] == ["finish", "error"]
     assert await stored(storage) == []
+
+
+async def test_working_memory_is_updated_by_the_model_and_shown_next_time(
+    storage: MemoryStorage,
+) -> None:
+    from procession.memory import UPDATE_WORKING_MEMORY
+
+    model = ScriptedModel(
+        [
+            tool_call_turn(UPDATE_WORKING_MEMORY, {"memory": "# User\n- Name: Ada"}),
+            "Noted.",
+            "Hello again, Ada.",
+        ]
+    )
+    agent = Agent(
+        id="a", model=model, memory=Memory(storage=storage, working_memory=True)
+    )
+    first = await agent.generate("I am Ada.", memory=ADA)
+    assert first.error is None
+    assert first.steps[0].tool_results[0].result == {"success": True}
+    # Another thread of the same resource sees the document.
+    await agent.generate("Hi!", memory={"thread": "t-2", "resource": "ada"})
+    system = [
+        m.content for m in model.calls[2].prompt if isinstance(m, PromptSystemMessage)
+    ]
+    assert any("- Name: Ada" in text for text in system)
+    assert UPDATE_WORKING_MEMORY in [t.name for t in model.calls[2].tools]
