@@ -1,12 +1,15 @@
-"""The throughput benchmark still runs (with tiny sizes), so it cannot rot."""
+"""Every benchmark still runs (with tiny sizes), so none can rot."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pathlib
 import sys
+from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -17,21 +20,31 @@ SCRIPT = (
 )
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pipeline_throughput", SCRIPT)
+@contextlib.contextmanager
+def loaded(name: str) -> Iterator[ModuleType]:
+    """``benchmarks/<name>.py`` as a module, registered while the block runs
+    (attrs classes in it resolve their annotations through ``sys.modules``)."""
+    path = SCRIPT.parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
+    sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
+        yield module
     finally:
         del sys.modules[spec.name]
-    return module
+
+
+def run_quick(name: str) -> tuple[ModuleType, Any]:
+    """The module and the rows of ``benchmarks/<name>.py``'s ``main(["--quick"])``."""
+    with loaded(name) as module:
+        return module, module.main(["--quick"])
 
 
 def test_the_quick_run_measures_every_mode(capsys: pytest.CaptureFixture[str]) -> None:
-    rows = load_script().main(["--quick"])
+    _module, rows = run_quick("pipeline_throughput")
     configurations = {(r.mode, r.hooks, r.link_capacity, r.stages) for r in rows}
     assert configurations == {
         ("baseline", "sync", None, 5),
@@ -59,17 +72,7 @@ def test_the_quick_run_measures_every_mode(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_the_agent_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    path = SCRIPT.parent / "agent_stream.py"
-    spec = importlib.util.spec_from_file_location("agent_stream", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
-    try:
-        spec.loader.exec_module(module)
-        rows = module.main(["--quick"])
-    finally:
-        del sys.modules[spec.name]
+    _module, rows = run_quick("agent_stream")
     assert {(r.setup, r.processors) for r in rows} == {
         (setup, k)
         for setup in ("pipeline", "agent.stream", "agent+otel sdk")
@@ -80,17 +83,7 @@ def test_the_agent_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_the_sse_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    path = SCRIPT.parent / "sse_decode.py"
-    spec = importlib.util.spec_from_file_location("sse_decode", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
-    try:
-        spec.loader.exec_module(module)
-        rows = module.main(["--quick"])
-    finally:
-        del sys.modules[spec.name]
+    _module, rows = run_quick("sse_decode")
     assert [(r.decoder, r.size) for r in rows] == [
         (decoder, size)
         for size in (200_000, 500_000)
@@ -103,17 +96,7 @@ def test_the_sse_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_the_memory_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    path = SCRIPT.parent / "memory_turns.py"
-    spec = importlib.util.spec_from_file_location("memory_turns", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
-    try:
-        spec.loader.exec_module(module)
-        rows = module.main(["--quick"])
-    finally:
-        del sys.modules[spec.name]
+    module, rows = run_quick("memory_turns")
     setups = {(r.setup, r.conversations) for r in rows}
     assert {("no memory", 1), ("sqlite file", 1), ("sqlite :memory:", 1)} <= setups
     if os.environ.get(module.DSN_VARIABLE):
@@ -125,18 +108,8 @@ def test_the_memory_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_builtin_processors_benchmark_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    path = SCRIPT.parent / "builtin_processors.py"
-    spec = importlib.util.spec_from_file_location("builtin_processors", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
-    try:
-        spec.loader.exec_module(module)
-        rows = module.main(["--quick"])
-        names = list(module.PROCESSORS)
-    finally:
-        del sys.modules[spec.name]
+    module, rows = run_quick("builtin_processors")
+    names = list(module.PROCESSORS)
     assert [r.name for r in rows] == ["pass-through (baseline)", *names]
     assert all(r.us_per_chunk > 0 and r.chunks > 0 for r in rows)
     assert "added us/chunk" in capsys.readouterr().out

@@ -12,7 +12,7 @@ import contextlib
 import datetime as _dt
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -21,7 +21,8 @@ import trio
 from .._errors import ConfigurationError, StorageError, StorageUnavailableError
 from ..messages import Message
 from . import _sql
-from ._values import Resource, Thread
+from ._backend import SqlBackend
+from ._values import Thread
 
 __all__ = ["PostgresStorage", "postgres_schema"]
 
@@ -182,7 +183,7 @@ class _Guarded:
         return getattr(self._conn, name)
 
 
-class PostgresStorage:
+class PostgresStorage(SqlBackend):
     """Conversation memory in PostgreSQL (the ``postgres`` extra).
 
     Args:
@@ -333,43 +334,6 @@ class PostgresStorage:
         Checkpoints; cancelled, it rolls back."""
         await self._run(lambda conn: None, migrate=True)
 
-    async def get_thread(
-        self, thread_id: str, *, resource_id: str | None = None
-    ) -> Thread | None:
-        """See ``MemoryStorage.get_thread``. Checkpoints."""
-        d = self._dialect
-        return await self._run(lambda c: _sql.get_thread(c, d, thread_id, resource_id))
-
-    async def create_thread(
-        self,
-        thread_id: str,
-        resource_id: str,
-        *,
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Thread:
-        """See ``MemoryStorage.create_thread``. Checkpoints."""
-        d, now = self._dialect, _now()
-        return await self._run(
-            lambda c: _sql.create_thread(
-                c, d, thread_id, resource_id, title, metadata, now
-            )
-        )
-
-    async def list_threads(self, resource_id: str) -> list[Thread]:
-        """See ``MemoryStorage.list_threads``. Checkpoints."""
-        d = self._dialect
-        return await self._run(lambda c: _sql.list_threads(c, d, resource_id))
-
-    async def list_messages(
-        self, thread_id: str, resource_id: str, *, last: int | None = None
-    ) -> list[Message]:
-        """See ``MemoryStorage.list_messages``. Checkpoints."""
-        d = self._dialect
-        return await self._run(
-            lambda c: _sql.list_messages(c, d, thread_id, resource_id, last)
-        )
-
     async def save_turn(
         self, thread_id: str, resource_id: str, messages: Sequence[Message]
     ) -> Thread:
@@ -379,18 +343,6 @@ class PostgresStorage:
         d, now, hook, batch = self._dialect, _now(), self._before_commit, list(messages)
         return await self._run(
             lambda c: _sql.save_turn(c, d, thread_id, resource_id, batch, now, hook)
-        )
-
-    async def get_resource(self, resource_id: str) -> Resource | None:
-        """See ``MemoryStorage.get_resource``. Checkpoints."""
-        d = self._dialect
-        return await self._run(lambda c: _sql.get_resource(c, d, resource_id))
-
-    async def update_working_memory(self, resource_id: str, text: str) -> Resource:
-        """See ``MemoryStorage.update_working_memory``. Checkpoints."""
-        d, now = self._dialect, _now()
-        return await self._run(
-            lambda c: _sql.update_working_memory(c, d, resource_id, text, now)
         )
 
     async def aclose(self) -> None:

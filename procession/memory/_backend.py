@@ -1,0 +1,81 @@
+"""What the SQL backends share: every ``MemoryStorage`` call that is one SQL
+function of ``_sql`` run through the backend's ``_run`` (a worker thread, its
+own transaction rules and error translation)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from ..messages import Message
+from . import _sql
+from ._values import Resource, Thread
+
+__all__ = ["SqlBackend", "utc_now"]
+
+T = TypeVar("T")
+
+
+def utc_now() -> _dt.datetime:
+    """The time a row is written (UTC)."""
+    return _dt.datetime.now(_dt.UTC)
+
+
+class SqlBackend:
+    """The calls of ``MemoryStorage`` both SQL backends make the same way; a
+    backend supplies ``_dialect`` and ``_run``."""
+
+    _dialect: Any
+
+    async def _run(self, fn: Callable[[Any], T], *, migrate: bool = False) -> T:
+        raise NotImplementedError  # each backend's own
+
+    async def get_thread(
+        self, thread_id: str, *, resource_id: str | None = None
+    ) -> Thread | None:
+        """See ``MemoryStorage.get_thread``. Checkpoints."""
+        d = self._dialect
+        return await self._run(lambda c: _sql.get_thread(c, d, thread_id, resource_id))
+
+    async def create_thread(
+        self,
+        thread_id: str,
+        resource_id: str,
+        *,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Thread:
+        """See ``MemoryStorage.create_thread``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        return await self._run(
+            lambda c: _sql.create_thread(
+                c, d, thread_id, resource_id, title, metadata, now
+            )
+        )
+
+    async def list_threads(self, resource_id: str) -> list[Thread]:
+        """See ``MemoryStorage.list_threads``. Checkpoints."""
+        d = self._dialect
+        return await self._run(lambda c: _sql.list_threads(c, d, resource_id))
+
+    async def list_messages(
+        self, thread_id: str, resource_id: str, *, last: int | None = None
+    ) -> list[Message]:
+        """See ``MemoryStorage.list_messages``. Checkpoints."""
+        d = self._dialect
+        return await self._run(
+            lambda c: _sql.list_messages(c, d, thread_id, resource_id, last)
+        )
+
+    async def get_resource(self, resource_id: str) -> Resource | None:
+        """See ``MemoryStorage.get_resource``. Checkpoints."""
+        d = self._dialect
+        return await self._run(lambda c: _sql.get_resource(c, d, resource_id))
+
+    async def update_working_memory(self, resource_id: str, text: str) -> Resource:
+        """See ``MemoryStorage.update_working_memory``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        return await self._run(
+            lambda c: _sql.update_working_memory(c, d, resource_id, text, now)
+        )
