@@ -13,7 +13,7 @@ input fails here, before any processor or request sees it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, get_args
+from typing import Any, Final, get_args
 
 import attrs
 
@@ -159,8 +159,10 @@ def _parse_mapping(
 def _from_db_shape(data: Mapping[str, Any], generate_id: Callable[[], str]) -> Message:
     wire = dict(data)
     if "parts" in wire and not isinstance(wire.get("content"), Mapping):
-        # AI SDK UI-message shape: parts at the top level.
+        # AI SDK UI-message shape: parts at the top level, tools as typed parts.
         parts = wire.pop("parts")
+        if isinstance(parts, list):
+            parts = [_from_ui_part(part) for part in parts]
         text = wire.pop("content", None)
         wire["content"] = {"format": 2, "parts": parts}
         if isinstance(text, str):
@@ -184,6 +186,56 @@ def _from_db_shape(data: Mapping[str, Any], generate_id: Callable[[], str]) -> M
         raise MessageFormatError(
             f"message {_short(data)} is not a valid Mastra message: {error}"
         ) from error
+
+
+_UI_TOOL_STATES: Final = {
+    "input-streaming": "partial-call",
+    "input-available": "call",
+    "output-available": "result",
+    "output-error": "output-error",
+    "output-denied": "output-denied",
+    "approval-requested": "approval-requested",
+    "approval-responded": "approval-responded",
+}
+"""AI SDK v5 tool-part states, as Mastra's tool-invocation states."""
+
+
+def _from_ui_part(part: Any) -> Any:
+    """An AI SDK UI part as the Mastra part it stands for: ``tool-<name>`` and
+    ``dynamic-tool`` parts (what ``useChat`` sends back in the history) become
+    ``tool-invocation`` parts, so earlier tool calls and results reach the
+    model; a reasoning part's ``text`` is its ``reasoning``. Others pass as
+    they are."""
+    if not isinstance(part, Mapping):
+        return part
+    kind = part.get("type")
+    if not isinstance(kind, str):
+        return part
+    if kind == "reasoning" and "reasoning" not in part and "text" in part:
+        return {**part, "reasoning": part["text"]}
+    if kind == "dynamic-tool":
+        name = part.get("toolName")
+    elif kind.startswith("tool-") and kind != "tool-invocation":
+        name = kind[len("tool-") :]
+    else:
+        return part
+    state = _UI_TOOL_STATES.get(part.get("state"))  # type: ignore[arg-type]
+    if not isinstance(name, str) or state is None or "toolCallId" not in part:
+        return part  # not a tool part we know: kept as an unknown part
+    invocation: dict[str, Any] = {
+        "state": state,
+        "toolCallId": part["toolCallId"],
+        "toolName": name,
+        "args": part.get("input"),
+    }
+    if state == "result":
+        invocation["result"] = part.get("output")
+    elif state == "output-error":
+        invocation["result"] = invocation["errorText"] = part.get("errorText")
+    out: dict[str, Any] = {"type": "tool-invocation", "toolInvocation": invocation}
+    if part.get("providerExecuted") is not None:
+        out["providerExecuted"] = part["providerExecuted"]
+    return out
 
 
 def _validate(message: Message) -> None:

@@ -652,3 +652,65 @@ def test_default_content_is_written_in_full() -> None:
         "createdAt": "2024-01-01T00:00:00.000Z",
         "content": {"format": 2, "parts": []},
     }
+
+
+def test_ai_sdk_ui_tool_parts_in_a_history_become_tool_invocations() -> None:
+    """What ``useChat`` sends back: typed tool parts (``tool-<name>``,
+    ``dynamic-tool``), whose calls and results must reach the model."""
+    from procession.data import to_prompt_messages
+    from procession.processors import MessageList, PromptToolResultPart
+
+    ml = MessageList()
+    ml.add(
+        [
+            {
+                "id": "u1",
+                "role": "user",
+                "parts": [{"type": "text", "text": "weather?"}],
+            },
+            {
+                "id": "a1",
+                "role": "assistant",
+                "parts": [
+                    {"type": "step-start"},
+                    {
+                        "type": "tool-weather",
+                        "toolCallId": "c1",
+                        "state": "output-available",
+                        "input": {"city": "Oslo"},
+                        "output": "sunny",
+                    },
+                    {
+                        "type": "dynamic-tool",
+                        "toolName": "lookup",
+                        "toolCallId": "c2",
+                        "state": "output-error",
+                        "input": {},
+                        "errorText": "boom",
+                    },
+                    {"type": "reasoning", "text": "thinking it over"},
+                    {"type": "text", "text": "It is sunny."},
+                ],
+            },
+        ],
+        "input",
+    )
+    prompt = to_prompt_messages(ml.get.all.db())
+    results = [
+        (p.tool_call_id, p.tool_name, p.result, p.is_error)
+        for m in prompt
+        for p in getattr(m, "content", ())
+        if isinstance(p, PromptToolResultPart)
+    ]
+    assert results == [
+        ("c1", "weather", "sunny", False),
+        ("c2", "lookup", "boom", True),
+    ]
+    [assistant] = [m for m in ml.get.all.db() if m.role == "assistant"]
+    assert [p.type for p in assistant.content.parts] == [
+        "step-start",
+        "tool-invocation",
+        "tool-invocation",
+        "reasoning",
+        "text",
+    ]
