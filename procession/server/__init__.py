@@ -45,8 +45,8 @@ from ._mastra import KEEPALIVE_FRAME as KEEPALIVE_FRAME
 from ._mastra import agent_info as agent_info
 from ._mastra import generate_body as generate_body
 from ._mastra import mastra_frame as mastra_frame
-from ._security import TOKENS_ENV as TOKENS_ENV
 from ._resume import GAP_ERROR_NAME as GAP_ERROR_NAME
+from ._security import TOKENS_ENV as TOKENS_ENV
 from ._security import Cors as Cors
 from ._security import Token as Token
 from ._security import check_bind as check_bind
