@@ -116,6 +116,11 @@ class ProcessionApp:
         self.tracer_provider = tracer_provider
         self.runs = RunRegistry(limit=max_concurrent_runs)
         self._shutdown: trio.Event | None = None
+        self._routes = self._route_table()
+
+    def _route_table(self) -> list[tuple[str, re.Pattern[str], str, Handler]]:
+        """Each route: its method, its path pattern, the route template (the
+        span's name) and its handler."""
         aid, run = r"(?P<agent>[^/]+)", r"(?P<run>[^/]+)"
         routes: list[tuple[str, str, str, Handler]] = [
             ("GET", "/", "/", self._page),
@@ -177,7 +182,7 @@ class ProcessionApp:
                 self._thread_messages,
             ),
         ]
-        self._routes = [
+        return [
             (method, re.compile(pattern), template, handler)
             for method, pattern, template, handler in routes
         ]
@@ -647,6 +652,38 @@ def create_app(
     agent_list = list(agents)
     if not agent_list:
         raise ConfigurationError("create_app needs at least one agent")
+    _check_options(
+        max_body_bytes=max_body_bytes,
+        max_concurrent_runs=max_concurrent_runs,
+        keepalive_s=keepalive_s,
+        cors=cors,
+        resume_grace_s=resume_grace_s,
+        resume_buffer_frames=resume_buffer_frames,
+    )
+    bus = _run_bus(resume, resume_buffer_frames)
+    return ProcessionApp(
+        agent_list,
+        tokens=resolve_tokens(tokens),
+        max_body_bytes=max_body_bytes,
+        max_concurrent_runs=max_concurrent_runs,
+        keepalive_s=float(keepalive_s),
+        cors=cors,
+        bus=bus,
+        resume_grace_s=float(resume_grace_s),
+        tracer_provider=tracer_provider,
+    )
+
+
+def _check_options(
+    *,
+    max_body_bytes: int,
+    max_concurrent_runs: int,
+    keepalive_s: float,
+    cors: Cors | None,
+    resume_grace_s: float,
+    resume_buffer_frames: int,
+) -> None:
+    """``ConfigurationError`` for a bad ``create_app`` option."""
     for name, value in (
         ("max_body_bytes", max_body_bytes),
         ("max_concurrent_runs", max_concurrent_runs),
@@ -667,23 +704,17 @@ def create_app(
         raise ConfigurationError(
             f"resume_buffer_frames must be an int >= 1, got {resume_buffer_frames!r}"
         )
+
+
+def _run_bus(resume: bool | RunBus, buffer_frames: int) -> RunBus | None:
+    """The run bus ``resume=`` asks for (None: resume off)."""
     bus: RunBus | None
     if resume is True:
-        bus = InProcessRunBus(buffer_frames=resume_buffer_frames)
+        bus = InProcessRunBus(buffer_frames=buffer_frames)
     elif resume is False or resume is None:
         bus = None
     elif isinstance(resume, RunBus):
         bus = resume
     else:
         raise ConfigurationError(f"resume must be a bool or a RunBus, got {resume!r}")
-    return ProcessionApp(
-        agent_list,
-        tokens=resolve_tokens(tokens),
-        max_body_bytes=max_body_bytes,
-        max_concurrent_runs=max_concurrent_runs,
-        keepalive_s=float(keepalive_s),
-        cors=cors,
-        bus=bus,
-        resume_grace_s=float(resume_grace_s),
-        tracer_provider=tracer_provider,
-    )
+    return bus
