@@ -113,3 +113,27 @@ def test_the_builtin_processors_benchmark_runs(
     assert [r.name for r in rows] == ["pass-through (baseline)", *names]
     assert all(r.us_per_chunk > 0 and r.chunks > 0 for r in rows)
     assert "added us/chunk" in capsys.readouterr().out
+
+
+def test_the_server_load_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    path = SCRIPT.parent / "server_load.py"
+    spec = importlib.util.spec_from_file_location("server_load", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # attrs needs the module to resolve annotations
+    try:
+        spec.loader.exec_module(module)
+        rows = module.main(["--quick"])
+    finally:
+        del sys.modules[spec.name]
+    plain, leaving, library = rows
+    assert [r.setup for r in rows] == ["http", "http, 20% leave", "library"]
+    assert plain.errors == leaving.errors == library.errors == 0
+    assert plain.chunks == library.chunks == 5 * 20
+    assert plain.cancelled == 0
+    # Every client that left had its run cancelled; none is still reserved.
+    assert leaving.cancelled == leaving.left
+    assert leaving.reserved_after == plain.reserved_after == 0
+    assert all(r.chunks_per_s > 0 for r in rows)
+    assert "vs library" in capsys.readouterr().out

@@ -48,6 +48,7 @@ def test_the_wheel_is_complete_and_the_demo_runs_from_it(
         ).decode()
         archive.extractall(tmp_path / "site")
     assert "procession/py.typed" in names
+    assert "procession/server/page.html" in names  # the chat page (GET /)
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert metadata["License-Expression"] == "MIT"
     assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])

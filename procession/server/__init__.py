@@ -13,9 +13,20 @@ Routes:
   Mastra chunks, ``data: [DONE]`` at the end), ``POST
   /api/agents/{agentId}/generate`` (JSON), ``POST
   /api/agents/{agentId}/runs/{runId}/cancel``.
+  With resume on, ``GET /api/agents/{agentId}/runs/{runId}/stream`` replays
+  and follows a run.
 * AI SDK UI message stream v1 (``useChat``): ``POST /api/chat`` (the only
   agent) and ``POST /api/agents/{agentId}/chat``; ``GET /api/chat/{id}/stream``
-  answers 204 (nothing to resume).
+  resumes the chat's live run (204 when nothing is running).
+* Memory: ``GET /api/memory/threads?resourceId=...``, ``GET
+  /api/memory/threads/{threadId}`` and ``GET
+  /api/memory/threads/{threadId}/messages``, the resource's own threads only.
+* ``GET /``: a small chat page (no build step) showing what processors did.
+
+Resume (``create_app(resume=True)``) keeps runs behind a ``RunBus``;
+``InProcessRunBus`` is the one-process implementation. Each request is an
+OpenTelemetry span when a recording provider exists, the run's
+``invoke_agent`` span its child.
 
 Needs the ``server`` extra for ``serve`` (hypercorn); the app itself needs
 only the core install.
@@ -24,13 +35,20 @@ only the core install.
 from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._app import ProcessionApp as ProcessionApp
 from ._app import create_app as create_app
+from ._bus import InProcessRunBus as InProcessRunBus
+from ._bus import ReplayGap as ReplayGap
+from ._bus import RunBus as RunBus
+from ._bus import RunPublisher as RunPublisher
+from ._bus import RunSubscription as RunSubscription
 from ._mastra import DONE_FRAME as DONE_FRAME
 from ._mastra import KEEPALIVE_FRAME as KEEPALIVE_FRAME
 from ._mastra import agent_info as agent_info
 from ._mastra import generate_body as generate_body
 from ._mastra import mastra_frame as mastra_frame
+from ._resume import GAP_ERROR_NAME as GAP_ERROR_NAME
 from ._security import TOKENS_ENV as TOKENS_ENV
 from ._security import Cors as Cors
+from ._security import Token as Token
 from ._security import check_bind as check_bind
 from ._serve import load_target as load_target
 from ._serve import serve as serve
@@ -41,9 +59,16 @@ from ._ui_stream import ui_frame as ui_frame
 __all__ = [
     "Cors",
     "DONE_FRAME",
+    "GAP_ERROR_NAME",
+    "InProcessRunBus",
     "KEEPALIVE_FRAME",
     "ProcessionApp",
+    "ReplayGap",
+    "RunBus",
+    "RunPublisher",
+    "RunSubscription",
     "TOKENS_ENV",
+    "Token",
     "UI_STREAM_HEADERS",
     "agent_info",
     "check_bind",

@@ -3,6 +3,7 @@ AI SDK protocols."""
 
 from __future__ import annotations
 
+import importlib.resources
 import logging
 import re
 from collections.abc import (
@@ -15,26 +16,41 @@ from collections.abc import (
 )
 from typing import Any, Final
 
+import attrs
 import trio
 
 from ..chunks import Chunk
+from ..memory import ThreadOwnershipError
 from ..processors import ConfigurationError
 from ..runtime import Agent, AgentResult
+from ._bus import InProcessRunBus, RunBus
 from ._http import (
     ClientGone,
     HttpError,
     Receive,
     Scope,
     Send,
+    dumps,
     parse_json_object,
     read_body,
     send_empty,
     send_json,
 )
 from ._mastra import agent_info, error_frame, generate_body, mastra_frame
+from ._memory_routes import (
+    acting_resource,
+    owned_thread,
+    query_params,
+    storage_for,
+    thread_messages_body,
+    thread_wire,
+    threads_body,
+)
 from ._requests import RunRequest, parse_chat_body, parse_run_body
-from ._security import Cors, check_token, resolve_tokens
+from ._resume import GAP_ERROR_NAME, follow_log, last_event_id, stream_resumable
+from ._security import Cors, Token, check_token, resolve_tokens
 from ._streaming import RunRegistry, StreamSettings, stream_response, watch_disconnect
+from ._tracing import RequestSpan, enter_run, request_span, under
 from ._ui_stream import UI_STREAM_HEADERS, ui_chunks, ui_frame
 
 __all__ = ["ProcessionApp", "create_app"]
@@ -48,7 +64,21 @@ MASTRA_STREAM_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 
-Handler = Callable[[Scope, Receive, Send, dict[str, str]], Awaitable[None]]
+
+@attrs.frozen
+class _Request:
+    """One routed request: the ASGI triple, the path's parameters, the
+    bearer token it carried (when tokens are configured) and its span."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+    params: dict[str, str]
+    token: Token | None
+    span: RequestSpan
+
+
+Handler = Callable[[_Request], Awaitable[None]]
 
 
 class ProcessionApp:
@@ -60,11 +90,14 @@ class ProcessionApp:
         self,
         agents: Sequence[Agent],
         *,
-        tokens: tuple[bytes, ...],
+        tokens: tuple[Token, ...],
         max_body_bytes: int,
         max_concurrent_runs: int,
         keepalive_s: float,
         cors: Cors | None,
+        bus: RunBus | None = None,
+        resume_grace_s: float = 30.0,
+        tracer_provider: Any = None,
     ) -> None:
         self.agents: dict[str, Agent] = {}
         for agent in agents:
@@ -77,25 +110,81 @@ class ProcessionApp:
         self.max_body_bytes = max_body_bytes
         self.keepalive_s = keepalive_s
         self.cors = cors
+        self.bus = bus
+        """The run bus when resume is on, else None."""
+        self.resume_grace_s = resume_grace_s
+        self.tracer_provider = tracer_provider
         self.runs = RunRegistry(limit=max_concurrent_runs)
         self._shutdown: trio.Event | None = None
-        self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
-            ("GET", re.compile(r"/api/agents"), self._list_agents),
-            ("GET", re.compile(r"/api/agents/(?P<agent>[^/]+)"), self._get_agent),
-            ("POST", re.compile(r"/api/agents/(?P<agent>[^/]+)/stream"), self._stream),
+        self._routes = self._route_table()
+
+    def _route_table(self) -> list[tuple[str, re.Pattern[str], str, Handler]]:
+        """Each route: its method, its path pattern, the route template (the
+        span's name) and its handler."""
+        aid, run = r"(?P<agent>[^/]+)", r"(?P<run>[^/]+)"
+        routes: list[tuple[str, str, str, Handler]] = [
+            ("GET", "/", "/", self._page),
+            ("GET", "/api/agents", "/api/agents", self._list_agents),
+            (
+                "GET",
+                f"/api/agents/{aid}",
+                "/api/agents/{agentId}",
+                self._get_agent,
+            ),
             (
                 "POST",
-                re.compile(r"/api/agents/(?P<agent>[^/]+)/generate"),
+                f"/api/agents/{aid}/stream",
+                "/api/agents/{agentId}/stream",
+                self._stream,
+            ),
+            (
+                "POST",
+                f"/api/agents/{aid}/generate",
+                "/api/agents/{agentId}/generate",
                 self._generate,
             ),
             (
                 "POST",
-                re.compile(r"/api/agents/(?P<agent>[^/]+)/runs/(?P<run>[^/]+)/cancel"),
+                f"/api/agents/{aid}/runs/{run}/cancel",
+                "/api/agents/{agentId}/runs/{runId}/cancel",
                 self._cancel,
             ),
-            ("POST", re.compile(r"/api/agents/(?P<agent>[^/]+)/chat"), self._chat),
-            ("POST", re.compile(r"/api/chat"), self._chat),
-            ("GET", re.compile(r"/api/chat/(?P<chat>[^/]+)/stream"), self._resume),
+            (
+                "GET",
+                f"/api/agents/{aid}/runs/{run}/stream",
+                "/api/agents/{agentId}/runs/{runId}/stream",
+                self._resume_run,
+            ),
+            (
+                "POST",
+                f"/api/agents/{aid}/chat",
+                "/api/agents/{agentId}/chat",
+                self._chat,
+            ),
+            ("POST", "/api/chat", "/api/chat", self._chat),
+            (
+                "GET",
+                r"/api/chat/(?P<chat>[^/]+)/stream",
+                "/api/chat/{id}/stream",
+                self._resume_chat,
+            ),
+            ("GET", "/api/memory/threads", "/api/memory/threads", self._threads),
+            (
+                "GET",
+                r"/api/memory/threads/(?P<thread>[^/]+)",
+                "/api/memory/threads/{threadId}",
+                self._thread,
+            ),
+            (
+                "GET",
+                r"/api/memory/threads/(?P<thread>[^/]+)/messages",
+                "/api/memory/threads/{threadId}/messages",
+                self._thread_messages,
+            ),
+        ]
+        return [
+            (method, re.compile(pattern), template, handler)
+            for method, pattern, template, handler in routes
         ]
 
     @property
@@ -104,10 +193,16 @@ class ProcessionApp:
         readable from the app)."""
         return bool(self._tokens)
 
+    @property
+    def resume(self) -> bool:
+        """Whether runs outlive their client and can be resumed."""
+        return self.bus is not None
+
     def __repr__(self) -> str:
         return (
             f"<ProcessionApp agents={list(self.agents)} "
-            f"auth={'on' if self._tokens else 'off'}>"
+            f"auth={'on' if self._tokens else 'off'} "
+            f"resume={'on' if self.bus is not None else 'off'}>"
         )
 
     @property
@@ -131,38 +226,46 @@ class ProcessionApp:
             return  # websockets: not served
         cors = self.cors.origin_headers(scope) if self.cors is not None else []
         started = False
+        async with request_span(scope, self.tracer_provider) as span:
 
-        async def tracked_send(message: MutableMapping[str, Any]) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                message = {**message, "headers": [*message["headers"], *cors]}
-            await send(message)
+            async def tracked_send(message: MutableMapping[str, Any]) -> None:
+                nonlocal started
+                if message["type"] == "http.response.start":
+                    started = True
+                    span.status = message["status"]
+                    message = {**message, "headers": [*message["headers"], *cors]}
+                await send(message)
 
-        try:
-            await self._dispatch(scope, receive, tracked_send)
-        except ClientGone:
-            return
-        except HttpError as exc:
-            if started:
-                raise
-            await send_json(tracked_send, exc.status, exc.body(), exc.headers)
+            try:
+                await self._dispatch(scope, receive, tracked_send, span)
+            except ClientGone:
+                return
+            except HttpError as exc:
+                if started:
+                    raise
+                await send_json(tracked_send, exc.status, exc.body(), exc.headers)
 
-    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _dispatch(
+        self, scope: Scope, receive: Receive, send: Send, span: RequestSpan
+    ) -> None:
         method, path = scope["method"], scope["path"]
         if method == "OPTIONS" and self.cors is not None:
             await send_empty(send, 204, self.cors.preflight_headers(scope))
             return
         allowed = []
-        for route_method, pattern, handler in self._routes:
+        for route_method, pattern, template, handler in self._routes:
             match = pattern.fullmatch(path)
             if match is None:
                 continue
             if route_method != method:
                 allowed.append(route_method)
                 continue
-            check_token(scope, self._tokens)
-            await handler(scope, receive, send, match.groupdict())
+            span.set_route(template)
+            # The page holds no data and asks for the token itself.
+            token = check_token(scope, self._tokens) if path != "/" else None
+            await handler(
+                _Request(scope, receive, send, match.groupdict(), token, span)
+            )
             return
         if allowed:
             raise HttpError(
@@ -188,23 +291,57 @@ class ProcessionApp:
             raise HttpError(404, f"no agent {agent_id!r}")
         return agent
 
-    async def _body(self, scope: Scope, receive: Receive) -> Mapping[str, Any]:
-        return parse_json_object(await read_body(scope, receive, self.max_body_bytes))
+    async def _body(self, req: _Request) -> Mapping[str, Any]:
+        return parse_json_object(
+            await read_body(req.scope, req.receive, self.max_body_bytes)
+        )
 
-    async def _list_agents(
-        self, scope: Scope, receive: Receive, send: Send, params: dict[str, str]
-    ) -> None:
+    async def _page(self, req: _Request) -> None:
+        page = importlib.resources.files(__package__).joinpath("page.html")
+        body = page.read_bytes()
+        await req.send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/html; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"cache-control", b"no-cache"),
+                ],
+            }
+        )
+        await req.send({"type": "http.response.body", "body": body})
+
+    async def _list_agents(self, req: _Request) -> None:
         body = {agent_id: agent_info(a) for agent_id, a in self.agents.items()}
-        await send_json(send, 200, body)
+        await send_json(req.send, 200, body)
 
-    async def _get_agent(
-        self, scope: Scope, receive: Receive, send: Send, params: dict[str, str]
-    ) -> None:
-        await send_json(send, 200, agent_info(self._agent(params["agent"])))
+    async def _get_agent(self, req: _Request) -> None:
+        await send_json(req.send, 200, agent_info(self._agent(req.params["agent"])))
 
-    def _start_run(self, agent: Agent, request: RunRequest) -> Any:
-        """``agent.stream(...)`` for ``request`` (which has its run id); a
-        bad option is a 400, a full server a 503."""
+    async def _scoped(
+        self, agent: Agent, request: RunRequest, token: Token | None
+    ) -> RunRequest:
+        """``request`` acting for the token's resource (a body naming another
+        is a 403); a thread of another resource is a 404, as if it did not
+        exist."""
+        resource = acting_resource(token, request.resource_id, field="memory.resource")
+        if resource != request.resource_id:
+            request = attrs.evolve(request, resource_id=resource)
+        memory = agent.memory
+        if memory is not None and request.thread_id and resource:
+            try:
+                await memory.storage.get_thread(request.thread_id, resource_id=resource)
+            except ThreadOwnershipError:
+                raise HttpError(
+                    404, f"no thread {request.thread_id!r}", field="memory.thread"
+                ) from None
+        return request
+
+    def _start_run(self, agent: Agent, request: RunRequest, span: RequestSpan) -> Any:
+        """``agent.stream(...)`` for ``request`` (which has its run id), its
+        entry under the request's span; a bad option is a 400, a full server
+        a 503."""
         if self.runs.full:
             raise HttpError(
                 503,
@@ -215,39 +352,71 @@ class ProcessionApp:
             raise HttpError(
                 409, f"run {request.run_id!r} is already running", field="runId"
             )
+        parent = span.run_context()
         try:
-            return agent.stream(list(request.messages), **request.options())
+            run = under(
+                parent,
+                lambda: agent.stream(list(request.messages), **request.options()),
+            )
         except ConfigurationError as exc:
             raise HttpError(400, str(exc)) from exc
+        return enter_run(parent, run)
 
     async def _streamed(
         self,
-        send: Send,
-        receive: Receive,
+        req: _Request,
         agent: Agent,
         request: RunRequest,
-        settings: Callable[[str], StreamSettings],
+        settings: StreamSettings,
+        resume_key: str,
+        gap_frame: Callable[[str], bytes],
     ) -> None:
-        run = self._start_run(agent, request)
+        request = await self._scoped(agent, request, req.token)
+        if self.bus is not None and self.bus.lookup(resume_key) is not None:
+            raise HttpError(409, f"{resume_key} is already running")
+        run = self._start_run(agent, request, req.span)
         self.runs.reserved += 1
         try:
-            await stream_response(
-                send,
-                receive,
-                run,
-                settings(request.run_id),
-                registry=self.runs,
-                shutdown=self.shutdown_event,
-            )
+            if self.bus is None:
+                await stream_response(
+                    req.send,
+                    req.receive,
+                    run,
+                    settings,
+                    registry=self.runs,
+                    shutdown=self.shutdown_event,
+                )
+                return
+            publisher = self.bus.open(resume_key)
+            try:
+                await stream_resumable(
+                    req.send,
+                    req.receive,
+                    run,
+                    settings,
+                    publisher=publisher,
+                    registry=self.runs,
+                    shutdown=self.shutdown_event,
+                    grace_s=self.resume_grace_s,
+                    gap_frame=gap_frame,
+                )
+            finally:
+                self.bus.remove(resume_key)
         finally:
             self.runs.reserved -= 1
 
-    async def _stream(
-        self, scope: Scope, receive: Receive, send: Send, params: dict[str, str]
-    ) -> None:
-        agent = self._agent(params["agent"])
-        request = parse_run_body(await self._body(scope, receive))
-        await self._streamed(send, receive, agent, request, self._mastra_settings)
+    async def _stream(self, req: _Request) -> None:
+        agent = self._agent(req.params["agent"])
+        request = parse_run_body(await self._body(req))
+        run_id = request.run_id
+        await self._streamed(
+            req,
+            agent,
+            request,
+            self._mastra_settings(run_id),
+            f"run:{run_id}",
+            lambda message: _mastra_gap_frame(message, run_id),
+        )
 
     def _mastra_settings(self, run_id: str) -> StreamSettings:
         return StreamSettings(
@@ -257,43 +426,91 @@ class ProcessionApp:
             keepalive_s=self.keepalive_s,
         )
 
-    def _ui_settings(self, run_id: str) -> StreamSettings:
+    def _ui_settings(self) -> StreamSettings:
         return StreamSettings(
             headers=UI_STREAM_HEADERS,
             encode=_encode_ui,
-            failure_frame=lambda message: ui_frame(
-                {"type": "error", "errorText": message}
-            ),
+            failure_frame=_ui_error_frame,
             keepalive_s=self.keepalive_s,
         )
 
-    async def _chat(
-        self, scope: Scope, receive: Receive, send: Send, params: dict[str, str]
-    ) -> None:
-        agent = self._agent(params.get("agent"))
-        _chat_id, request = parse_chat_body(await self._body(scope, receive))
-        await self._streamed(send, receive, agent, request, self._ui_settings)
+    async def _chat(self, req: _Request) -> None:
+        agent = self._agent(req.params.get("agent"))
+        chat_id, request = parse_chat_body(await self._body(req))
+        if agent.memory is not None and request.thread_id is not None:
+            # The thread holds the history: only the new turn goes in.
+            request = attrs.evolve(request, messages=_new_turn(request.messages))
+        await self._streamed(
+            req,
+            agent,
+            request,
+            self._ui_settings(),
+            f"chat:{chat_id or request.run_id}",
+            lambda message: _ui_error_frame(f"{GAP_ERROR_NAME}: {message}"),
+        )
 
-    async def _resume(
-        self, scope: Scope, receive: Receive, send: Send, params: dict[str, str]
-    ) -> None:
-        # Resuming a chat's stream needs a run bus (a later step): nothing
-        # can be resumed, which the AI SDK reads from a 204.
-        await send_empty(send, 204)
+    async def _follow(
+        self,
+        req: _Request,
+        key: str,
+        settings: StreamSettings,
+        gap_frame: Callable[[str], bytes],
+    ) -> bool:
+        """Replay and follow the live run under ``key``; False (nothing
+        sent) when there is none."""
+        publisher = self.bus.lookup(key) if self.bus is not None else None
+        if publisher is None:
+            return False
+        after = last_event_id(req.scope)
+        async with publisher.attach(after) as subscription:
+            await req.send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": settings.headers,
+                }
+            )
+            await follow_log(req.send, req.receive, subscription, settings, gap_frame)
+        return True
 
-    async def _generate(
-        self, scope: Scope, receive: Receive, send: Send, params: dict[str, str]
-    ) -> None:
-        agent = self._agent(params["agent"])
-        request = parse_run_body(await self._body(scope, receive))
-        run = self._start_run(agent, request)
+    async def _resume_run(self, req: _Request) -> None:
+        self._agent(req.params["agent"])
+        run_id = req.params["run"]
+        found = await self._follow(
+            req,
+            f"run:{run_id}",
+            self._mastra_settings(run_id),
+            lambda message: _mastra_gap_frame(message, run_id),
+        )
+        if not found:
+            raise HttpError(404, f"no run {run_id!r} is running that can be resumed")
+
+    async def _resume_chat(self, req: _Request) -> None:
+        found = await self._follow(
+            req,
+            f"chat:{req.params['chat']}",
+            self._ui_settings(),
+            lambda message: _ui_error_frame(f"{GAP_ERROR_NAME}: {message}"),
+        )
+        if not found:
+            # Nothing to resume, which the AI SDK reads from a 204.
+            await send_empty(req.send, 204)
+
+    async def _generate(self, req: _Request) -> None:
+        agent = self._agent(req.params["agent"])
+        request = await self._scoped(
+            agent, parse_run_body(await self._body(req)), req.token
+        )
+        run = self._start_run(agent, request, req.span)
         self.runs.reserved += 1
         result: AgentResult | None = None
         try:
             async with run as stream, trio.open_nursery() as nursery:
                 self.runs.streams[stream.run_id] = stream
                 try:
-                    nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
+                    nursery.start_soon(
+                        watch_disconnect, req.receive, nursery.cancel_scope
+                    )
                     result = await stream.result()
                     nursery.cancel_scope.cancel()
                 finally:
@@ -304,19 +521,66 @@ class ProcessionApp:
             return  # the client left: the run was cancelled, nobody to answer
         if result.error is not None and result.outcome.kind == "error":
             # As Mastra's server: a failed generate is a 500 with the message.
-            await send_json(send, 500, {"error": _message(result.error)})
+            await send_json(req.send, 500, {"error": _message(result.error)})
             return
-        await send_json(send, 200, generate_body(result))
+        await send_json(req.send, 200, generate_body(result))
 
-    async def _cancel(
-        self, scope: Scope, receive: Receive, send: Send, params: dict[str, str]
-    ) -> None:
-        self._agent(params["agent"])
-        stream = self.runs.streams.get(params["run"])
+    async def _cancel(self, req: _Request) -> None:
+        self._agent(req.params["agent"])
+        stream = self.runs.streams.get(req.params["run"])
         if stream is None:
-            raise HttpError(404, f"no run {params['run']!r} is running")
+            raise HttpError(404, f"no run {req.params['run']!r} is running")
         await stream.cancel()
-        await send_json(send, 200, {"message": "Run cancelled", "runId": stream.run_id})
+        await send_json(
+            req.send, 200, {"message": "Run cancelled", "runId": stream.run_id}
+        )
+
+    # --- memory ----------------------------------------------------------------
+
+    def _memory_scope(self, req: _Request) -> tuple[Any, str | None, dict[str, str]]:
+        params = query_params(req.scope)
+        resource = acting_resource(req.token, params.get("resourceId"))
+        return storage_for(self.agents, params.get("agentId")), resource, params
+
+    async def _threads(self, req: _Request) -> None:
+        storage, resource, params = self._memory_scope(req)
+        await send_json(req.send, 200, await threads_body(storage, resource, params))
+
+    async def _thread(self, req: _Request) -> None:
+        storage, resource, _params = self._memory_scope(req)
+        thread = await owned_thread(storage, req.params["thread"], resource)
+        await send_json(req.send, 200, thread_wire(thread))
+
+    async def _thread_messages(self, req: _Request) -> None:
+        storage, resource, params = self._memory_scope(req)
+        body = await thread_messages_body(
+            storage, req.params["thread"], resource, params
+        )
+        await send_json(req.send, 200, body)
+
+
+def _new_turn(
+    messages: tuple[Any, ...],
+) -> tuple[Any, ...]:
+    """The messages after the chat's last assistant message (the new turn)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if getattr(messages[index], "role", None) == "assistant":
+            return messages[index + 1 :] or messages
+    return messages
+
+
+def _mastra_gap_frame(message: str, run_id: str) -> bytes:
+    wire = {
+        "type": "error",
+        "runId": run_id,
+        "from": "AGENT",
+        "payload": {"error": {"name": GAP_ERROR_NAME, "message": message}},
+    }
+    return b"data: " + dumps(wire) + b"\n\n"
+
+
+def _ui_error_frame(message: str) -> bytes:
+    return ui_frame({"type": "error", "errorText": message})
 
 
 def _encode_ui(chunk: Chunk) -> Iterable[bytes]:
@@ -340,31 +604,86 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 def create_app(
     agents: Iterable[Agent],
     *,
-    tokens: Iterable[str] | None = None,
+    tokens: Iterable[str] | Mapping[str, str | None] | None = None,
     max_body_bytes: int = 1 << 20,
     max_concurrent_runs: int = 256,
     keepalive_s: float = 15.0,
     cors: Cors | None = None,
+    resume: bool | RunBus = False,
+    resume_grace_s: float = 30.0,
+    resume_buffer_frames: int = 1024,
+    tracer_provider: Any = None,
 ) -> ProcessionApp:
     """An ASGI 3 app serving ``agents``.
 
     Args:
         agents: the agents, each served under ``/api/agents/{agent.id}``.
-        tokens: the bearer tokens accepted; default ``$PROCESSION_SERVER_TOKENS``
-            (comma-separated). With none, requests need no token (serve such an
-            app on loopback only: ``serve`` refuses another address).
+        tokens: the bearer tokens accepted: a list, or a mapping of token to
+            the resource it acts for (``{"token": "resource-id"}``; ``None``:
+            any resource). Default ``$PROCESSION_SERVER_TOKENS``
+            (comma-separated ``token`` or ``token@resource``). With none,
+            requests need no token (serve such an app on loopback only:
+            ``serve`` refuses another address). A token tied to a resource
+            reads only that resource's threads, and a body whose
+            ``memory.resource`` names another is refused (403).
         max_body_bytes: larger request bodies are refused (413).
         max_concurrent_runs: runs beyond this are refused (503, ``Retry-After``).
         keepalive_s: an SSE comment is sent when a stream has been idle this
             long (0: never).
         cors: ``Cors(allow_origins=[...])`` to answer browsers from other
             origins; off by default.
+        resume: ``True`` (an ``InProcessRunBus``) or a ``RunBus``: a run whose
+            client left keeps going until it ends, is cancelled, or
+            ``resume_grace_s`` passes with no client attached; ``GET
+            /api/agents/{agentId}/runs/{runId}/stream`` and ``GET
+            /api/chat/{id}/stream`` replay what a client missed
+            (``Last-Event-ID``) and follow the run. Off by default: a client
+            that leaves cancels its run.
+        resume_grace_s: how long a run waits, with no client, for one to come
+            back.
+        resume_buffer_frames: the frames of each run kept for replay (with
+            ``resume=True``); a resumer asking for older ones gets an error
+            frame named ``ReplayGapError``.
+        tracer_provider: where the request spans go (default the global
+            OpenTelemetry provider; nothing is recorded without an SDK).
 
     Raises ``ConfigurationError`` for a bad argument.
     """
     agent_list = list(agents)
     if not agent_list:
         raise ConfigurationError("create_app needs at least one agent")
+    _check_options(
+        max_body_bytes=max_body_bytes,
+        max_concurrent_runs=max_concurrent_runs,
+        keepalive_s=keepalive_s,
+        cors=cors,
+        resume_grace_s=resume_grace_s,
+        resume_buffer_frames=resume_buffer_frames,
+    )
+    bus = _run_bus(resume, resume_buffer_frames)
+    return ProcessionApp(
+        agent_list,
+        tokens=resolve_tokens(tokens),
+        max_body_bytes=max_body_bytes,
+        max_concurrent_runs=max_concurrent_runs,
+        keepalive_s=float(keepalive_s),
+        cors=cors,
+        bus=bus,
+        resume_grace_s=float(resume_grace_s),
+        tracer_provider=tracer_provider,
+    )
+
+
+def _check_options(
+    *,
+    max_body_bytes: int,
+    max_concurrent_runs: int,
+    keepalive_s: float,
+    cors: Cors | None,
+    resume_grace_s: float,
+    resume_buffer_frames: int,
+) -> None:
+    """``ConfigurationError`` for a bad ``create_app`` option."""
     for name, value in (
         ("max_body_bytes", max_body_bytes),
         ("max_concurrent_runs", max_concurrent_runs),
@@ -375,11 +694,27 @@ def create_app(
         raise ConfigurationError(f"keepalive_s must be >= 0, got {keepalive_s!r}")
     if cors is not None and not isinstance(cors, Cors):
         raise ConfigurationError(f"cors must be a Cors(...) or None, got {cors!r}")
-    return ProcessionApp(
-        agent_list,
-        tokens=resolve_tokens(tokens),
-        max_body_bytes=max_body_bytes,
-        max_concurrent_runs=max_concurrent_runs,
-        keepalive_s=float(keepalive_s),
-        cors=cors,
-    )
+    if not isinstance(resume_grace_s, int | float) or resume_grace_s < 0:
+        raise ConfigurationError(f"resume_grace_s must be >= 0, got {resume_grace_s!r}")
+    if (
+        isinstance(resume_buffer_frames, bool)
+        or not isinstance(resume_buffer_frames, int)
+        or resume_buffer_frames < 1
+    ):
+        raise ConfigurationError(
+            f"resume_buffer_frames must be an int >= 1, got {resume_buffer_frames!r}"
+        )
+
+
+def _run_bus(resume: bool | RunBus, buffer_frames: int) -> RunBus | None:
+    """The run bus ``resume=`` asks for (None: resume off)."""
+    bus: RunBus | None
+    if resume is True:
+        bus = InProcessRunBus(buffer_frames=buffer_frames)
+    elif resume is False or resume is None:
+        bus = None
+    elif isinstance(resume, RunBus):
+        bus = resume
+    else:
+        raise ConfigurationError(f"resume must be a bool or a RunBus, got {resume!r}")
+    return bus

@@ -187,8 +187,10 @@ def parse_run_body(body: Mapping[str, Any]) -> RunRequest:
 
 
 def parse_chat_body(body: Mapping[str, Any]) -> tuple[str | None, RunRequest]:
-    """An AI SDK ``useChat`` body, ``{id, messages, trigger, messageId}``: the
-    chat id and the run. ``messages`` are UI messages (``parts``)."""
+    """An AI SDK ``useChat`` body, ``{id, messages, trigger, messageId}``
+    (plus, as in a Mastra body, ``memory: {thread, resource}`` and
+    ``requestContext``): the chat id and the run. ``messages`` are UI
+    messages (``parts``)."""
     chat_id = _optional_str(body, "id")
     trigger = body.get("trigger")
     if trigger is not None and trigger not in ("submit-message", "regenerate-message"):
@@ -199,8 +201,11 @@ def parse_chat_body(body: Mapping[str, Any]) -> tuple[str | None, RunRequest]:
             field="trigger",
         )
     _optional_str(body, "messageId")
+    thread, resource = _memory(body)
     return chat_id, RunRequest(
         messages=_messages(body.get("messages"), "messages"),
+        thread_id=thread,
+        resource_id=resource,
         request_context=_optional_object(body, "requestContext") or {},
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -16,6 +16,7 @@ from ._http import Headers, HttpError, Scope, request_header
 __all__ = [
     "TOKENS_ENV",
     "Cors",
+    "Token",
     "check_bind",
     "check_token",
     "is_loopback",
@@ -24,48 +25,81 @@ __all__ = [
 
 TOKENS_ENV: Final = "PROCESSION_SERVER_TOKENS"
 """Comma-separated bearer tokens the server accepts (when ``tokens=`` is not
-given to ``create_app``)."""
+given to ``create_app``); ``token@resource`` ties a token to a resource."""
 
 
-def resolve_tokens(tokens: Iterable[str] | None) -> tuple[bytes, ...]:
-    """The accepted tokens: ``tokens``, or else those in ``$PROCESSION_SERVER_TOKENS``
-    (blank entries ignored). None of them is ever logged or shown in a repr."""
+@attrs.frozen
+class Token:
+    """One accepted bearer token and the resource it acts for (``None``: any
+    resource the request names). The secret never shows in a repr."""
+
+    secret: bytes = attrs.field(repr=False)
+    resource: str | None = None
+
+
+def _token(secret: object, resource: object) -> Token | None:
+    if not isinstance(secret, str):
+        raise ConfigurationError(
+            f"tokens must be strings, got a {type(secret).__name__}"
+        )
+    if resource is not None and (not isinstance(resource, str) or not resource):
+        raise ConfigurationError(
+            f"a token's resource must be a non-empty string, got {resource!r}"
+        )
+    if not secret.strip():
+        return None
+    return Token(secret.strip().encode(), resource)
+
+
+def resolve_tokens(
+    tokens: Iterable[str] | Mapping[str, str | None] | None,
+) -> tuple[Token, ...]:
+    """The accepted tokens: ``tokens`` (a list of tokens, or a mapping of
+    token to the resource it acts for), or else those in
+    ``$PROCESSION_SERVER_TOKENS``: comma-separated entries ``token`` or
+    ``token@resource`` (split at the first ``@``; blank entries ignored).
+    None of them is ever logged or shown in a repr."""
     if tokens is None:
-        raw = os.environ.get(TOKENS_ENV, "")
-        tokens = raw.split(",")
+        out = []
+        for entry in os.environ.get(TOKENS_ENV, "").split(","):
+            secret, at, resource = entry.partition("@")
+            token = _token(secret, resource.strip() if at else None)
+            if token is not None:
+                out.append(token)
+        return tuple(out)
     if isinstance(tokens, str):
         raise ConfigurationError(
             "tokens must be a list of strings, not one string; pass [token]"
         )
-    out = []
-    for token in tokens:
-        if not isinstance(token, str):
-            raise ConfigurationError(
-                f"tokens must be strings, got a {type(token).__name__}"
-            )
-        if token.strip():
-            out.append(token.strip().encode())
-    return tuple(out)
+    pairs = (
+        tokens.items() if isinstance(tokens, Mapping) else ((t, None) for t in tokens)
+    )
+    resolved = (_token(secret, resource) for secret, resource in pairs)
+    return tuple(token for token in resolved if token is not None)
 
 
-def check_token(scope: Scope, tokens: Sequence[bytes]) -> None:
-    """Pass when no tokens are configured or the request carries
-    ``Authorization: Bearer <one of them>``; else ``HttpError(401)``. Every
-    token is compared, each in constant time (``hmac.compare_digest``), so the
-    answer's timing says nothing about which one nearly matched."""
+def check_token(scope: Scope, tokens: Sequence[Token]) -> Token | None:
+    """Pass when no tokens are configured (``None``) or the request carries
+    ``Authorization: Bearer <one of them>`` (that token); else
+    ``HttpError(401)``. Every token is compared, each in constant time
+    (``hmac.compare_digest``), so the answer's timing says nothing about
+    which one nearly matched."""
     if not tokens:
-        return
+        return None
     header = request_header(scope, b"authorization") or b""
     scheme, _, given = header.partition(b" ")
-    matched = False
+    given = given.strip()
+    matched: Token | None = None
     for token in tokens:
-        matched |= hmac.compare_digest(given.strip(), token)
-    if scheme.lower() != b"bearer" or not matched:
+        if hmac.compare_digest(given, token.secret) and matched is None:
+            matched = token
+    if scheme.lower() != b"bearer" or matched is None:
         raise HttpError(
             401,
             "missing or invalid bearer token",
             headers=[(b"www-authenticate", b'Bearer realm="procession"')],
         )
+    return matched
 
 
 def is_loopback(host: str) -> bool:

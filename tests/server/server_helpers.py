@@ -91,6 +91,7 @@ async def open_exchange(
         request_headers.append((b"content-type", b"application/json"))
     for key, value in (headers or {}).items():
         request_headers.append((key.lower().encode(), value.encode()))
+    path, _, query = path.partition("?")
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -99,7 +100,7 @@ async def open_exchange(
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
-        "query_string": b"",
+        "query_string": query.encode(),
         "root_path": "",
         "headers": request_headers,
         "client": ("127.0.0.1", 50000),

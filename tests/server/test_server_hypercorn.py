@@ -4,6 +4,7 @@ httpx2 (on the real clock)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -139,3 +140,44 @@ async def test_graceful_shutdown_over_http() -> None:
     assert events[-1] == "[DONE]"
     assert events[-2]["type"] == "abort"
     assert model.calls[0].closed_early
+
+
+async def test_a_dropped_connection_resumes_over_http() -> None:
+    # Resume on: the client's connection closes mid-stream; the run goes on
+    # in the server; a new connection with Last-Event-ID gets the rest.
+    model = ScriptedModel([_slow(30, every=0.02)])
+    app = create_app([make_agent(model)], resume=True, keepalive_s=0)
+    async with running(app) as (base, _stop), httpx2.AsyncClient(timeout=5) as client:
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        # A raw socket, so the test decides exactly when the client leaves.
+        sock = await trio.open_tcp_stream(host, int(port))
+        body = b'{"messages": "Hi", "runId": "r-http"}'
+        await sock.send_all(
+            b"POST /api/agents/helper/stream HTTP/1.1\r\nhost: x\r\n"
+            b"content-type: application/json\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+        received = b""
+        with trio.fail_after(5):
+            while received.count(b'"text-delta"') < 3:
+                received += await sock.receive_some(65536)
+        await sock.aclose()
+        # Each frame is one HTTP chunk: whole between the chunk-size lines.
+        frames = re.findall(rb"id: (\d+)\ndata: ([^\n]*)\n\n", received)
+        last_id = int(frames[-1][0])
+        seen = [
+            json.loads(data)["payload"]["text"]
+            for _seq, data in frames
+            if b'"text-delta"' in data
+        ]
+        async with client.stream(
+            "GET",
+            f"{base}/api/agents/helper/runs/r-http/stream",
+            headers={"last-event-id": str(last_id)},
+        ) as response:
+            assert response.status_code == 200
+            events = [e async for e in _events(response)]
+    assert events[-1] == "[DONE]"
+    rest = [e["payload"]["text"] for e in events[:-1] if e["type"] == "text-delta"]
+    assert "".join(seen + rest) == "".join(f"w{i} " for i in range(30))
+    assert not model.calls[0].closed_early

@@ -4,62 +4,37 @@ stream reader (``parseJsonEventStream`` with ``uiMessageChunkSchema``, then
 ``agent.generate``), against a real hypercorn server. What each assembles
 (text, tool calls, the tripwire) must agree with ``generate()``.
 
-The npm packages come from ``$PROCESSION_NODE_CLIENTS`` (a directory whose
-``node_modules`` has them; ``.ci/run`` installs them there), else they are
-installed into a temporary directory once per session. Skipped, with the
+The npm packages come from the ``node_clients`` fixture (tests/server/
+conftest.py: ``$PROCESSION_NODE_CLIENTS``, where ``.ci/run`` installs them,
+or a temporary directory). Skipped, with the
 reason, only when node is absent.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from node_fixture import node_clients_dir
 from server_helpers import BlockSecrets, make_agent
 
 from procession.server import create_app, serve
 from procession.testing import text_turn, tool_call_turn
 
-CLIENTS = Path(__file__).parent / "clients"
-# The pinned client versions, one per line (``.ci/run`` installs the same):
-# ai 7.0.38 is the release on @ai-sdk/provider-utils 5.0.13, the one
-# @mastra/core 1.71.0 depends on; @mastra/client-js 1.47.0 is the newest
-# client-js (it pins @mastra/core 1.68).
-NPM_PACKAGES = (CLIENTS / "npm-packages.txt").read_text().split()
-SCRIPT = CLIENTS / "read_streams.mjs"
-
-NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
-
 
 @pytest.fixture(scope="session")
 def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory with the clients' node_modules and the script beside it."""
-    given = os.environ.get("PROCESSION_NODE_CLIENTS")
-    where = Path(given) if given else tmp_path_factory.mktemp("npm-clients")
-    if not (where / "node_modules" / "ai").exists():
-        subprocess.run(
-            [
-                "npm",
-                "install",
-                "--prefix",
-                str(where),
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                *NPM_PACKAGES,
-            ],
-            check=True,
-            timeout=600,
-        )
-    shutil.copy(SCRIPT, where / SCRIPT.name)
-    return where
+    return node_clients_dir(tmp_path_factory)
+
+
+SCRIPT = "read_streams.mjs"
+
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
 
 def _agents() -> list[Any]:
@@ -94,7 +69,7 @@ async def _read_with_node(clients: Path) -> dict[str, Any]:
                 done = await trio.run_process(
                     [
                         NODE,
-                        str(clients / SCRIPT.name),
+                        str(clients / SCRIPT),
                         urls[0],
                         "text",
                         "tool",
