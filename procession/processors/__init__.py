@@ -108,9 +108,13 @@ from ._registration import ProcessorWarning as ProcessorWarning
 from ._registration import register_processors as register_processors
 from .builtin import BatchParts as BatchParts
 from .builtin import HoldBackWindow as HoldBackWindow
+from .builtin import JudgeError as JudgeError
+from .builtin import LanguageDetector as LanguageDetector
+from .builtin import ModerationProcessor as ModerationProcessor
 from .builtin import PatternRule as PatternRule
 from .builtin import PIIDetector as PIIDetector
 from .builtin import PrefillErrorHandler as PrefillErrorHandler
+from .builtin import PromptInjectionDetector as PromptInjectionDetector
 from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
@@ -142,6 +146,8 @@ __all__ = [
     "HookArgs",
     "InputProcessor",
     "InvalidTextError",
+    "JudgeError",
+    "LanguageDetector",
     "Message",
     "MessageContent",
     "MessageFormatError",
@@ -150,6 +156,7 @@ __all__ = [
     "MessageViews",
     "MissingFieldError",
     "ModelIdleTimeout",
+    "ModerationProcessor",
     "OnError",
     "OutputProcessor",
     "OutputResult",
@@ -184,6 +191,7 @@ __all__ = [
     "Prompt",
     "PromptAssistantMessage",
     "PromptFilePart",
+    "PromptInjectionDetector",
     "PromptMessage",
     "PromptReasoningPart",
     "PromptSystemMessage",
