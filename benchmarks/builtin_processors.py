@@ -36,6 +36,7 @@ from procession.processors import (
     PIIDetector,
     PromptInjectionDetector,
     RegexFilter,
+    StructuredOutput,
     SystemPromptScrubber,
     TokenLimiter,
     UnicodeNormalizer,
@@ -86,6 +87,9 @@ PROCESSORS: dict[str, Callable[[], object]] = {
     ),
     "PromptInjectionDetector(judge)": lambda: PromptInjectionDetector(judge(_CLEAN)),
     "LanguageDetector(judge)": lambda: LanguageDetector(judge(_ENGLISH)),
+    "StructuredOutput(schema) (no stream hook)": lambda: StructuredOutput(
+        {"type": "object"}
+    ),
 }
 """name -> a fresh processor; each is measured alone after the pass-through."""
 

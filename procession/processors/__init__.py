@@ -118,6 +118,7 @@ from .builtin import PromptInjectionDetector as PromptInjectionDetector
 from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from .builtin import StructuredOutput as StructuredOutput
 from .builtin import SystemPromptScrubber as SystemPromptScrubber
 from .builtin import TokenLimiter as TokenLimiter
 from .builtin import ToolCallFilter as ToolCallFilter
@@ -221,6 +222,7 @@ __all__ = [
     "StepStartPart",
     "StreamErrorRetryProcessor",
     "StreamParts",
+    "StructuredOutput",
     "SystemMessage",
     "SystemPromptScrubber",
     "TextPart",

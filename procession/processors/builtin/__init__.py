@@ -9,6 +9,9 @@
 * ``ModerationProcessor``, ``PromptInjectionDetector``, ``LanguageDetector``:
   LLM-judged guards (a model gives a JSON verdict) on input and on windows of
   the output stream, never per chunk.
+* ``StructuredOutput``: the final answer parsed as JSON, checked against an
+  attrs class or a JSON Schema, retried with the problems as feedback; the
+  value is ``result.object``.
 * ``HoldBackWindow``: the helper a stream processor uses to see matches that
   span chunk boundaries, holding back only the tail that could still match.
 """
@@ -66,6 +69,11 @@ from ._stream_error_retry import (
     is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
 )
 from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
+from ._structured import StructuredOutput as StructuredOutput
+from ._structured import (
+    StructuredOutputErrorStrategy as StructuredOutputErrorStrategy,
+)
+from ._structured import read_json as read_json
 from ._tokens import TokenCounter as TokenCounter
 from ._tokens import TokenLimiter as TokenLimiter
 from ._tokens import estimate_tokens as estimate_tokens
@@ -112,6 +120,8 @@ __all__ = [
     "Scanner",
     "Strategy",
     "StreamErrorRetryProcessor",
+    "StructuredOutput",
+    "StructuredOutputErrorStrategy",
     "SystemPromptScrubber",
     "TERMINAL_AUTH_ERROR_CODES",
     "TokenCounter",
@@ -127,4 +137,5 @@ __all__ = [
     "is_terminal_auth_error",
     "luhn_is_valid",
     "parse_verdict",
+    "read_json",
 ]

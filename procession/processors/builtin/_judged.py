@@ -110,7 +110,7 @@ class _JudgedGuard(Processor):
 
     def __init__(
         self,
-        model: LanguageModel | str,
+        model: LanguageModel | str | None,
         *,
         system: str,
         strategy: str,
@@ -118,9 +118,11 @@ class _JudgedGuard(Processor):
         window_size: int,
         output: JudgedOutput,
         on_judge_error: OnJudgeError,
+        judge: Any = None,
     ) -> None:
-        if not isinstance(model, LanguageModel) and not (
-            isinstance(model, str) and "/" in model
+        if judge is None and not (
+            isinstance(model, LanguageModel)
+            or (isinstance(model, str) and "/" in model)
         ):
             raise ConfigurationError(
                 f"{type(self).__name__} needs a model: a procession LanguageModel "
@@ -139,7 +141,11 @@ class _JudgedGuard(Processor):
         self.window_size = window_size
         self.output = output
         self.on_judge_error = on_judge_error
-        self.judge = Judge(model, system, self.id)
+        # ``judge`` replaces the model (LanguageDetector's offline detector).
+        if judge is None:
+            assert model is not None  # checked above
+            judge = Judge(model, system, self.id)
+        self.judge: Judge = judge
         self._key = f"{self.id}:judge"
         self._window = HoldBackWindow(self._scan, lookbehind=0, key=f"{self.id}:window")
 
@@ -200,7 +206,8 @@ class _JudgedGuard(Processor):
     # input ---------------------------------------------------------------------------
 
     async def process_input(self, args: ProcessInputArgs) -> list[Message] | None:
-        """Judge each new input message's text (one call per message)."""
+        """Judge each new input message's text (one call per message).
+        Checkpoints in each judge call; cancelled, nothing is changed."""
         dropped = await self._judge_messages(args, args.messages, "input")
         if not dropped:
             return None
@@ -233,7 +240,7 @@ class _JudgedGuard(Processor):
     async def process_output_step(self, args: ProcessOutputStepArgs) -> None:
         """With ``output="step"``: judge the step's text once. The text was
         already streamed, so ``block`` ends the run (a tripwire) and every
-        other strategy reports the violation."""
+        other strategy reports the violation. Checkpoints in the judge call."""
         if self.output != "step" or not args.text.strip():
             return
         finding = await self._verdict(args.text, "output")
@@ -246,7 +253,7 @@ class _JudgedGuard(Processor):
     async def process_output_result(self, args: ProcessOutputResultArgs) -> None:
         """With ``output="result"``: judge each assistant response message once;
         ``filter`` removes a flagged one from the conversation, a rewriting
-        strategy replaces its text."""
+        strategy replaces its text. Checkpoints in each judge call."""
         if self.output != "result":
             return
         assistant = [m for m in args.messages if m.role == "assistant"]
@@ -258,7 +265,8 @@ class _JudgedGuard(Processor):
 
     async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
         """With ``output="stream"`` (default): text judged in windows (see the
-        module docstring); other chunks pass."""
+        module docstring); other chunks pass. Checkpoints in each judge call
+        (none for a chunk that completes no window)."""
         if self.output != "stream":
             return args.part
         run = args.state.get(self._key)

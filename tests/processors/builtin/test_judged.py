@@ -489,3 +489,25 @@ def test_the_property_sees_flagged_windows() -> None:
     assert run.outcome.kind == "tripwire"
     run = run_pieces([moderation("filter", window_size=4)], ["kill ok kill"])
     assert client_text(run.chunks) == " ok "  # windows "kill", " ok ", "kill"
+
+
+# --- the offline detector -----------------------------------------------------------
+
+
+async def test_py3langid_detects_offline_without_a_model() -> None:
+    pytest.importorskip("py3langid", reason="the langid extra is not installed")
+    detect = LanguageDetector(detector="py3langid", strategy="block")
+    with pytest.raises(TripWire, match=r"Language detected: French \(fr\) with conf"):
+        await detect.process_input(
+            _input_args("bonjour tout le monde, comment allez-vous aujourd'hui")
+        )
+    args = _input_args("hello everyone, how are you doing today")
+    assert await detect.process_input(args) is None
+    assert detect.judge_calls == 2
+
+
+def test_py3langid_cannot_translate() -> None:
+    with pytest.raises(ConfigurationError, match=r"needs a model to translate"):
+        LanguageDetector(detector="py3langid", strategy="translate")
+    with pytest.raises(ConfigurationError, match=r"needs a model"):
+        LanguageDetector()
