@@ -210,3 +210,17 @@ def test_bad_options_are_refused() -> None:
     with pytest.raises(ConfigurationError, match=r"not a valid JSON Schema"):
         StructuredOutput({"type": 12})
     assert StructuredOutput(Weather).checker.schema == json_schema(Weather)
+
+
+async def test_the_writer_takes_an_object_result_and_still_refuses_run_chunks() -> None:
+    from procession import ProcessorContractError
+    from procession.processors import CollectingEmitter, ProcessorStreamWriter
+
+    emitter = CollectingEmitter()
+    writer = ProcessorStreamWriter(emitter, "shape")
+    await writer.custom({"type": "object-result", "object": {"a": 1}})
+    (written,) = [chunk for _, chunk in emitter.custom]
+    assert isinstance(written, c.ObjectResultChunk)
+    assert written.object == {"a": 1}
+    with pytest.raises(ProcessorContractError, match=r"got a 'object' chunk"):
+        writer.custom_nowait({"type": "object", "object": {"a": 1}})
