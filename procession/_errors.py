@@ -17,6 +17,8 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   └── UnknownChunkTypeError          the ``type`` is not one we know
     ├── ToolArgumentsError (ValueError)    tool arguments failed the tool's schema
     ├── ProcessorError                     a hook raised (``on_error="raise"``)
+    ├── JudgeError                         a judge model gave no usable verdict
+    │                                      (procession.processors)
     ├── ProviderError                      a model provider failed (HTTP, stream)
     │   ├── ProviderStatusError            an HTTP error status (``status_code``)
     │   │   ├── RateLimitError             429

@@ -108,12 +108,17 @@ from ._registration import ProcessorWarning as ProcessorWarning
 from ._registration import register_processors as register_processors
 from .builtin import BatchParts as BatchParts
 from .builtin import HoldBackWindow as HoldBackWindow
+from .builtin import JudgeError as JudgeError
+from .builtin import LanguageDetector as LanguageDetector
+from .builtin import ModerationProcessor as ModerationProcessor
 from .builtin import PatternRule as PatternRule
 from .builtin import PIIDetector as PIIDetector
 from .builtin import PrefillErrorHandler as PrefillErrorHandler
+from .builtin import PromptInjectionDetector as PromptInjectionDetector
 from .builtin import RegexFilter as RegexFilter
 from .builtin import RetryMatcher as RetryMatcher
 from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from .builtin import StructuredOutput as StructuredOutput
 from .builtin import SystemPromptScrubber as SystemPromptScrubber
 from .builtin import TokenLimiter as TokenLimiter
 from .builtin import ToolCallFilter as ToolCallFilter
@@ -142,6 +147,8 @@ __all__ = [
     "HookArgs",
     "InputProcessor",
     "InvalidTextError",
+    "JudgeError",
+    "LanguageDetector",
     "Message",
     "MessageContent",
     "MessageFormatError",
@@ -150,6 +157,7 @@ __all__ = [
     "MessageViews",
     "MissingFieldError",
     "ModelIdleTimeout",
+    "ModerationProcessor",
     "OnError",
     "OutputProcessor",
     "OutputResult",
@@ -184,6 +192,7 @@ __all__ = [
     "Prompt",
     "PromptAssistantMessage",
     "PromptFilePart",
+    "PromptInjectionDetector",
     "PromptMessage",
     "PromptReasoningPart",
     "PromptSystemMessage",
@@ -213,6 +222,7 @@ __all__ = [
     "StepStartPart",
     "StreamErrorRetryProcessor",
     "StreamParts",
+    "StructuredOutput",
     "SystemMessage",
     "SystemPromptScrubber",
     "TextPart",

@@ -134,8 +134,8 @@ class ProcessorStreamWriter:
         self._processor_id = processor_id
 
     async def custom(self, chunk: Chunk | Mapping[str, Any]) -> None:
-        """Emit ``chunk``, a ``data-*`` chunk (a chunk object or its Mastra wire
-        dict). Checkpoints.
+        """Emit ``chunk``, a ``data-*`` chunk or an ``object-result`` (a chunk
+        object or its Mastra wire dict). Checkpoints.
 
         Raises:
             WireFormatError: a dict that is not a valid chunk.
@@ -153,6 +153,12 @@ class ProcessorStreamWriter:
         if isinstance(chunk, Mapping):
             chunk = from_wire(chunk)
         kind = getattr(chunk, "type", None)
+        # An ``object-result`` (a structured-output value, Mastra's
+        # StructuredOutputProcessor's) is custom output too; it is the result's
+        # ``object``.
+        if kind == "object-result":
+            self._emitter.emit_custom(self._processor_id, chunk)
+            return
         if not (isinstance(kind, str) and kind.startswith("data-")):
             raise ProcessorContractError(
                 self._processor_id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from ..data import (
@@ -47,6 +49,10 @@ class AgentResult:
     model_chunks_after_end: int
     """Model chunks read after the run's terminal event (a tripwire, an error, a
     cancel): what the provider streamed that nobody used."""
+    object: Any = None
+    """The structured output: the value of the last ``object-result`` chunk
+    the client received (``StructuredOutput`` writes one), unless the attempt
+    it came in was retried (Mastra 1G.60); None when there is none."""
     outcome: RunOutcome = attrs.field(eq=False, repr=False)
     """How the run ended (``kind`` finish / error / tripwire / abort)."""
     message_list: MessageList = attrs.field(eq=False, repr=False)
@@ -86,6 +92,8 @@ def build_result(state: RunState, outcome: RunOutcome) -> AgentResult:
                 )
             )
     text = state.final_text if state.final_text is not None else "".join(all_text)
+    # A retried attempt's view is neither kept by a step nor the last one.
+    kept = [o for v, o in state.objects if v.committed or v is state.view]
     return AgentResult(
         run_id=state.run_id,
         text=text,
@@ -96,6 +104,7 @@ def build_result(state: RunState, outcome: RunOutcome) -> AgentResult:
         response_messages=() if state.output_result_tripped else tuple(response),
         error=outcome.error,
         custom_chunks=tuple(state.custom_chunks),
+        object=kept[-1] if kept else None,
         retry_count=state.retry_count,
         model_chunks_after_end=state.model_chunks_after_end,
         outcome=outcome,

@@ -22,6 +22,7 @@ from ..data import (
     FinishChunk,
     Message,
     MessageContent,
+    ObjectResultChunk,
     ReasoningDeltaChunk,
     ReasoningDetail,
     ReasoningEndChunk,
@@ -300,6 +301,9 @@ class RunState:
     """The run's traces and metrics (``procession.telemetry``)."""
     traced_streams: list[Any] = attrs.Factory(list)
     """Output processors' per-step stream spans still open (closed at the end)."""
+    objects: list[tuple[StepView, Any]] = attrs.Factory(list)
+    """Each ``object-result`` the client received, with the attempt it came in
+    (``build_result`` skips those of retried attempts)."""
 
     def __attrs_post_init__(self) -> None:
         self.tracing_context = TracingContext(trace_id=self.spec.run_id)
@@ -339,6 +343,8 @@ class RunState:
         self.view.observe(chunk)
         if chunk.__class__ is DataChunk:
             self.custom_chunks.append(chunk)
+        elif chunk.__class__ is ObjectResultChunk:
+            self.objects.append((self.view, chunk.object))
 
     def stamp(self, chunk: Any) -> Any:
         """``chunk`` with this run's id (``data-*`` chunks carry none)."""

@@ -6,12 +6,32 @@
   prefill" rejection by appending a continue reminder.
 * ``RegexFilter`` / ``PIIDetector``: deterministic pattern guards (presets for
   personal data and secrets) on input, the output stream and tool results.
+* ``ModerationProcessor``, ``PromptInjectionDetector``, ``LanguageDetector``:
+  LLM-judged guards (a model gives a JSON verdict) on input and on windows of
+  the output stream, never per chunk.
+* ``StructuredOutput``: the final answer parsed as JSON, checked against an
+  attrs class or a JSON Schema, retried with the problems as feedback; the
+  value is ``result.object``.
 * ``HoldBackWindow``: the helper a stream processor uses to see matches that
   span chunk boundaries, holding back only the tail that could still match.
 """
 
 from ._batch import BatchParts as BatchParts
 from ._batch import ToolCallFilter as ToolCallFilter
+from ._judge import Judge as Judge
+from ._judge import JudgeError as JudgeError
+from ._judge import parse_verdict as parse_verdict
+from ._judged import Finding as Finding
+from ._judged import JudgedOutput as JudgedOutput
+from ._judged import OnJudgeError as OnJudgeError
+from ._moderation import INJECTION_TYPES as INJECTION_TYPES
+from ._moderation import MODERATION_CATEGORIES as MODERATION_CATEGORIES
+from ._moderation import LanguageDetector as LanguageDetector
+from ._moderation import LanguageStrategy as LanguageStrategy
+from ._moderation import ModerationProcessor as ModerationProcessor
+from ._moderation import ModerationStrategy as ModerationStrategy
+from ._moderation import PromptInjectionDetector as PromptInjectionDetector
+from ._moderation import PromptInjectionStrategy as PromptInjectionStrategy
 from ._patterns import PII_TYPES as PII_TYPES
 from ._patterns import PRESET_RULES as PRESET_RULES
 from ._patterns import Detection as Detection
@@ -49,6 +69,11 @@ from ._stream_error_retry import (
     is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
 )
 from ._stream_error_retry import is_terminal_auth_error as is_terminal_auth_error
+from ._structured import StructuredOutput as StructuredOutput
+from ._structured import (
+    StructuredOutputErrorStrategy as StructuredOutputErrorStrategy,
+)
+from ._structured import read_json as read_json
 from ._tokens import TokenCounter as TokenCounter
 from ._tokens import TokenLimiter as TokenLimiter
 from ._tokens import estimate_tokens as estimate_tokens
@@ -62,7 +87,18 @@ __all__ = [
     "DelayMs",
     "Detection",
     "ErrorMatcher",
+    "Finding",
     "HoldBackWindow",
+    "INJECTION_TYPES",
+    "Judge",
+    "JudgeError",
+    "JudgedOutput",
+    "LanguageDetector",
+    "LanguageStrategy",
+    "MODERATION_CATEGORIES",
+    "ModerationProcessor",
+    "ModerationStrategy",
+    "OnJudgeError",
     "OnRetry",
     "PIIDetector",
     "PII_TYPES",
@@ -74,6 +110,8 @@ __all__ = [
     "PatternMatcher",
     "PatternRule",
     "PrefillErrorHandler",
+    "PromptInjectionDetector",
+    "PromptInjectionStrategy",
     "RETRYABLE_OPENAI_ERROR_CODES",
     "RedactionMethod",
     "RegexFilter",
@@ -82,6 +120,8 @@ __all__ = [
     "Scanner",
     "Strategy",
     "StreamErrorRetryProcessor",
+    "StructuredOutput",
+    "StructuredOutputErrorStrategy",
     "SystemPromptScrubber",
     "TERMINAL_AUTH_ERROR_CODES",
     "TokenCounter",
@@ -96,4 +136,6 @@ __all__ = [
     "is_retryable_openai_responses_stream_error",
     "is_terminal_auth_error",
     "luhn_is_valid",
+    "parse_verdict",
+    "read_json",
 ]

@@ -35,8 +35,8 @@ float (``5.0``) is accepted as an integer.
 """
 
 from ..._faces import fixup_module_metadata as _fixup_module_metadata
+from ...wire import json_schema as json_schema
 from ._arguments import parse_arguments as parse_arguments
-from ._schema import json_schema as json_schema
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolSet as ToolSet

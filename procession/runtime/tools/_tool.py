@@ -1,9 +1,10 @@
 """``Tool``, the ``@tool`` decorator, ``ToolSet``, ``ToolContext`` and
 ``execute_tool``: what the model is offered and how a tool runs.
 
-A ``Tool`` validates itself when it is made: its schema comes from ``_schema``
-(attrs inputs) or is the given dict, and its arguments are checked by
-``_arguments`` when a call arrives.
+A ``Tool`` validates itself when it is made: its schema and its checker are a
+``procession.wire.ValueSchema`` (generated for attrs inputs, the given dict
+otherwise), and its arguments are checked by ``_arguments`` when a call
+arrives.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ import trio
 from ..._errors import ConfigurationError
 from ...models import ToolDefinition
 from ...processors import AbortSignal, ProcessorStreamWriter, RequestContext
-from ._arguments import _converter, _short, _validator_for
-from ._schema import _class_schema, _SchemaError
+from ...wire import ValueSchema, short_repr
 
 __all__ = [
     "Tool",
@@ -116,8 +116,8 @@ class Tool:
     execute: Callable[[Any, ToolContext], Any]
     provider_options: Mapping[str, Any] | None = None
     _schema: dict[str, Any] = attrs.field(init=False, repr=False)
-    _validator: Any = attrs.field(init=False, repr=False)
-    """A jsonschema validator for a dict input, when jsonschema is installed."""
+    _checker: ValueSchema | None = attrs.field(init=False, repr=False)
+    """Checks the arguments (None: the tool takes no input)."""
     _is_async: bool = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -148,40 +148,36 @@ class Tool:
                 f"tool {self.name!r}: provider_options must be a mapping or None, "
                 f"got {self.provider_options!r}"
             )
-        schema, validator = self._build_schema()
+        schema, checker = self._build_schema()
         object.__setattr__(self, "_schema", schema)
-        object.__setattr__(self, "_validator", validator)
+        object.__setattr__(self, "_checker", checker)
         object.__setattr__(self, "_is_async", _is_async_callable(self.execute))
 
-    def _build_schema(self) -> tuple[dict[str, Any], Any]:
+    def _build_schema(self) -> tuple[dict[str, Any], ValueSchema | None]:
         spec = self.input
         if spec is None:
             return copy.deepcopy(dict(_NO_ARGUMENTS_SCHEMA)), None
+        owner = f"tool {self.name!r}"
         if isinstance(spec, type) and attrs.has(spec):
-            try:
-                schema = _class_schema(spec, ())
-            except _SchemaError as error:
-                raise ConfigurationError(f"tool {self.name!r}: {error}") from None
-            try:
-                _converter.get_structure_hook(spec)
-            except Exception as error:
-                raise ConfigurationError(
-                    f"tool {self.name!r}: cannot build a structuring hook for "
-                    f"{spec.__qualname__}: {error}"
-                ) from error
-            return schema, None
+            checker = ValueSchema.of(spec, owner=owner, what="the input")
+            return checker.schema, checker
         if isinstance(spec, Mapping):
             if spec.get("type") != "object":
                 raise ConfigurationError(
                     f"tool {self.name!r}: a JSON Schema input must be an object "
-                    f'schema ({{"type": "object", ...}}), got {_short(spec)}'
+                    f'schema ({{"type": "object", ...}}), got {short_repr(spec)}'
                 )
-            schema = copy.deepcopy(dict(spec))
-            return schema, _validator_for(self.name, schema)
+            checker = ValueSchema.of(spec, owner=owner, what="the input")
+            return checker.schema, checker
         raise ConfigurationError(
             f"tool {self.name!r}: input must be an attrs class, a JSON Schema dict "
             f"or None, got {spec!r}"
         )
+
+    @property
+    def _validator(self) -> Any:
+        """A jsonschema validator for a dict input, when jsonschema is installed."""
+        return None if self._checker is None else self._checker.validator
 
     @property
     def input_schema(self) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from procession import ToolArgumentsError
 from procession.runtime.tools import (
     Tool,
     ToolContext,
-    _arguments,
     parse_arguments,
 )
+from procession.wire import _validate  # the checks' home: tool arguments share it
 
 # --------------------------------------------------------------------------- #
 # Fixtures: input classes (module level, so their source and annotations resolve)
@@ -274,7 +274,7 @@ def validator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     if request.param == "jsonschema":
         pytest.importorskip("jsonschema")
     else:
-        monkeypatch.setattr(_arguments, "_jsonschema_module", lambda: None)
+        monkeypatch.setattr(_validate, "_jsonschema_module", lambda: None)
     return str(request.param)
 
 
@@ -370,7 +370,7 @@ def test_jsonschema_messages_are_passed_through() -> None:
 def test_builtin_validator_messages(
     monkeypatch: pytest.MonkeyPatch, raw: dict[str, Any], message: str
 ) -> None:
-    monkeypatch.setattr(_arguments, "_jsonschema_module", lambda: None)
+    monkeypatch.setattr(_validate, "_jsonschema_module", lambda: None)
     search = Tool(name="search", input=SEARCH_SCHEMA, execute=echo)
     with pytest.raises(ToolArgumentsError, match=rf"invalid: {message}$"):
         parse_arguments(search, raw)
@@ -410,4 +410,4 @@ def test_builtin_validator_messages(
     ],
 )
 def test_builtin_validator_keywords(schema: Any, value: Any, errors: list[str]) -> None:
-    assert _arguments._collect(schema, value, "$") == errors
+    assert _validate._collect(schema, value, "$") == errors
