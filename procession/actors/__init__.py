@@ -7,6 +7,7 @@ from ._control import RetryRequested as RetryRequested
 from ._control import RunControl as RunControl
 from ._control import RunObserver as RunObserver
 from ._interface import ExecutionMode as ExecutionMode
+from ._interface import InlineSource as InlineSource
 from ._interface import PipelineDriver as PipelineDriver
 from ._interface import PipelineOutcome as PipelineOutcome
 from ._interface import PipelineStatistics as PipelineStatistics
@@ -16,6 +17,7 @@ from ._supervision import unwrapping_a_lone_exception as unwrapping_a_lone_excep
 
 __all__ = [
     "ExecutionMode",
+    "InlineSource",
     "OutputPipeline",
     "PipelineDriver",
     "PipelineOutcome",

@@ -33,6 +33,12 @@ source items read but not yet delivered stays at most
 parked send per stage, one parked in the reader, one in the consumer's hand),
 whatever the stream's length. In ``"fused"`` mode it is 1.
 
+A driver's source may yield ``Inline(source)``: the items that follow are
+pulled from that ``InlineSource`` in the task that reads the source (the
+consumer's, in ``"fused"`` mode) while they are at hand, and handed over by
+the driver's task only when one must be waited for. The agent's run hands the
+model's response over this way, so a chunk at hand costs no task switch.
+
 Retries and attempts: a stage's ``abort(retry=True)`` is handed to the driver
 (``PipelineDriver.on_retry_request``) when it reaches the client end. If the
 driver accepts, everything after the cut in that attempt is discarded and the
@@ -77,6 +83,7 @@ from ..processors import (
 from ._actor import ProcessorActor
 from ._interface import (
     ExecutionMode,
+    InlineSource,
     PipelineDriver,
     PipelineOutcome,
     PipelineStatistics,
@@ -87,6 +94,7 @@ from ._markers import (
     Barrier,
     Deliver,
     EndRun,
+    Inline,
     NewAttempt,
     _DrainBarrier,
     _End,
@@ -145,6 +153,7 @@ class OutputPipeline:
         self.outcome: PipelineOutcome | None = None
         self._source = source
         self._iterator: AsyncIterator[Any] | None = None
+        self._inline: InlineSource | None = None  # see _next_source
         self._stages = [_Stage(a, self) for a in actors if HOOK in a.spec.hooks]
         self._buffer: deque[Any] = deque()
         self._pending_terminal: Any = None
@@ -207,11 +216,15 @@ class OutputPipeline:
             if item.__class__ is NewAttempt:
                 self._entry_attempt += 1
                 return item
+            if item.__class__ is Inline:
+                self._inline = item.source  # read from there on (_next_source)
+                return None
             if item.__class__ in _SOURCE_MARKERS:
                 return item
             raise ConfigurationError(
                 f"the source yielded {item!r}; only chunks and the markers "
-                f"NewAttempt, Barrier, Deliver and EndRun may come from a source"
+                f"NewAttempt, Barrier, Deliver, EndRun and Inline may come from "
+                f"a source"
             )
         if item.__class__ not in _CHUNK_SET:
             raise ConfigurationError(
@@ -236,6 +249,25 @@ class OutputPipeline:
             return True
         return False
 
+    async def _next_source(self) -> Any:
+        """The next source item: from the ``Inline`` source while there is one
+        (no task switch when its item is at hand), else from the source.
+        Raises ``StopAsyncIteration`` at the source's end. A cancelled call
+        loses nothing (neither ``pull`` nor the source's read does)."""
+        inline = self._inline
+        if inline is not None:
+            try:
+                return inline.pull_nowait()
+            except trio.WouldBlock:
+                try:
+                    return await inline.pull()
+                except trio.EndOfChannel:
+                    self._inline = None
+            except trio.EndOfChannel:
+                self._inline = None
+        assert self._iterator is not None
+        return await self._iterator.__anext__()
+
     # fused mode ---------------------------------------------------------------
 
     async def _fill_fused(self) -> None:
@@ -249,7 +281,7 @@ class OutputPipeline:
             # read cancelled here (a deadline on each read) loses nothing.
             await trio.lowlevel.checkpoint()
         try:
-            item = await self._iterator.__anext__()
+            item = await self._next_source()
         except StopAsyncIteration:
             self._source_done = True
             return
@@ -385,7 +417,11 @@ class OutputPipeline:
         with send:
             try:
                 count = 0
-                async for raw in self._iterator:
+                while True:
+                    try:
+                        raw = await self._next_source()
+                    except StopAsyncIteration:
+                        break
                     self._pull_count()
                     count += 1
                     item = await self._admit(raw)
