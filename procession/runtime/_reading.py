@@ -77,8 +77,9 @@ class IdleWatch:
 class ModelReader:
     """Reads one model response into the pipeline (see the module docstring).
 
-    ``raw`` collects the model's content chunks as it sent them; ``told`` is
-    the finish information its own lifecycle chunks gave. It is also the
+    ``raw`` collects the model's content chunks as it sent them (with
+    ``keep``: only ``process_llm_response`` needs them); ``told`` is the
+    finish information its own lifecycle chunks gave. It is also the
     pipeline's ``InlineSource`` for the response: ``pull_nowait`` / ``pull``
     run in the pipeline's reading task, ``read`` in the coordinator's.
     """
@@ -89,6 +90,7 @@ class ModelReader:
         "_coordinator_wakeup",
         "_done",
         "_error",
+        "_keep",
         "_nowait",
         "_reading",
         "_ready",
@@ -96,16 +98,26 @@ class ModelReader:
         "_watch",
         "raw",
         "told",
+        "tool_called",
     )
 
     def __init__(
-        self, state: RunState, control: RunControl, watch: IdleWatch, raw: list[Any]
+        self,
+        state: RunState,
+        control: RunControl,
+        watch: IdleWatch,
+        raw: list[Any],
+        *,
+        keep: bool = True,
     ) -> None:
         self._state = state
         self._control = control
         self._watch = watch
+        self._keep = keep
         self.raw = raw
         self.told: ModelFinish | None = None
+        self.tool_called = False
+        """Whether the model sent a tool call (kept or not)."""
         self._nowait: Callable[[], Any] | None = None
         # The hand-over: chunks the coordinator read (awaiting) for the puller;
         # whether the coordinator holds the response now; whether it is done.
@@ -129,7 +141,10 @@ class ModelReader:
                 raise _error_from_chunk(chunk)
             self.told = told_finish(chunk, self.told)
             return None
-        self.raw.append(chunk)
+        if self._keep:
+            self.raw.append(chunk)
+        if cls is ToolCallChunk:
+            self.tool_called = True
         if self._control.ended:
             self._state.model_chunks_after_end += 1
             return None

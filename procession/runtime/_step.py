@@ -431,12 +431,14 @@ class StepRunner:
         """Stream the model into the pipeline (``ModelReader``); ``watch`` is
         told when the run waits for the model (its timer runs only then) and
         cancels the read if the model goes quiet too long."""
-        reader = ModelReader(self._state, self._control, watch, raw)
+        # The model's own chunks are kept only for process_llm_response.
+        keep = bool(self._lanes.lane("process_llm_response", "input"))
+        reader = ModelReader(self._state, self._control, watch, raw, keep=keep)
         with self._control.reading() as scope, watch.scope:
             async with config.model.stream(_request(config, prompt)) as response:
                 await reader.read(response.__aiter__())
                 finish = merged_finish(response.finish, reader.told) or ModelFinish(
-                    finish_reason=replay_reason(raw)
+                    finish_reason="tool-calls" if reader.tool_called else "stop"
                 )
         if scope.cancelled_caught or watch.fired:
             return raw, ModelFinish(finish_reason="other")
