@@ -358,11 +358,14 @@ class OutputPipeline:
                 k += 1
                 continue
             try:
-                result = stage.apply_nowait(item)
-                if result is _SLOW:
+                if stage.is_async:
                     result = await stage.apply(item)
-                elif result.__class__ is _Pending:
-                    result = await stage.apply(item, result)
+                else:
+                    result = stage.apply_nowait(item)
+                    if result is _SLOW:
+                        result = await stage.apply(item)
+                    elif result.__class__ is _Pending:
+                        result = await stage.apply(item, result)
             except BaseException:
                 # Offered again on the next read: take it back out of
                 # stream_parts so it is not there twice.
