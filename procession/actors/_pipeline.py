@@ -209,7 +209,7 @@ class OutputPipeline:
 
     # entry: what the source gives ------------------------------------------------
 
-    async def _admit(self, item: Any) -> Any:
+    def _admit(self, item: Any) -> Any:
         """Decide what to do with a source item before any stage sees it. Returns
         the item, or None to drop it."""
         if isinstance(item, _Marker):
@@ -281,13 +281,20 @@ class OutputPipeline:
             # read cancelled here (a deadline on each read) loses nothing.
             await trio.lowlevel.checkpoint()
         try:
-            item = await self._next_source()
+            inline = self._inline
+            if inline is None:
+                item = await self._iterator.__anext__()
+            else:
+                try:
+                    item = inline.pull_nowait()  # the per-chunk path, no await
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    item = await self._next_source()
         except StopAsyncIteration:
             self._source_done = True
             return
         self._pull_count()
         self._settled += 1  # in fused mode an item is settled as it is run
-        item = await self._admit(item)
+        item = self._admit(item)
         if item is None:
             return
         # Held back: processors see an error only once it is terminal. Everything
@@ -359,7 +366,28 @@ class OutputPipeline:
                 continue
             try:
                 if stage.is_async:
-                    result = await stage.apply(item)
+                    actor = stage.actor
+                    if actor._busy or actor._waiting:
+                        result = await stage.apply(item)
+                    else:
+                        # Stage.apply inline, its turn taken (the per-chunk
+                        # path of an async hook: one coroutine fewer per stage).
+                        stage.parts.append(item)
+                        args = stage.args
+                        args.part = item
+                        actor._busy = True
+                        try:
+                            result = await stage.fn(args)
+                        except BaseException as exc:
+                            result = stage._raised(exc, item)
+                        finally:
+                            actor.release_turn()
+                        if not (
+                            result is item
+                            or result is None
+                            or result.__class__ in _CHUNK_SET
+                        ):
+                            result = stage._checked(result, item)
                 else:
                     result = stage.apply_nowait(item)
                     if result is _SLOW:
@@ -427,7 +455,7 @@ class OutputPipeline:
                         break
                     self._pull_count()
                     count += 1
-                    item = await self._admit(raw)
+                    item = self._admit(raw)
                     if item is not None and item.__class__ is ErrorChunk:
                         # Held back until everything before it reached the client
                         # end, so the driver decides in stream position.
