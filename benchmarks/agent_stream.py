@@ -5,6 +5,7 @@ against). Not part of the test suite; a smoke test runs ``--quick``.
 
     python benchmarks/agent_stream.py          # 40k chunks, 5 rounds
     python benchmarks/agent_stream.py --quick  # tiny, to check it runs
+    python benchmarks/agent_stream.py --chunks 200000 --rounds 3
 """
 
 from __future__ import annotations
@@ -106,8 +107,10 @@ async def _measure(n: int, rounds: int) -> list[Row]:
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--chunks", type=int, default=40_000)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    n, rounds = (200, 1) if args.quick else (40_000, 5)
+    n, rounds = (200, 1) if args.quick else (args.chunks, args.rounds)
     rows = trio.run(_measure, n, rounds)
     base = {r.processors: r.us_per_chunk for r in rows if r.setup == "pipeline"}
     agent = {r.processors: r.us_per_chunk for r in rows if r.setup == "agent.stream"}

@@ -7,15 +7,17 @@ from ._control import RetryRequested as RetryRequested
 from ._control import RunControl as RunControl
 from ._control import RunObserver as RunObserver
 from ._interface import ExecutionMode as ExecutionMode
+from ._interface import InlineSource as InlineSource
 from ._interface import PipelineDriver as PipelineDriver
 from ._interface import PipelineOutcome as PipelineOutcome
 from ._interface import PipelineStatistics as PipelineStatistics
+from ._open import open_output_pipeline as open_output_pipeline
 from ._pipeline import OutputPipeline as OutputPipeline
-from ._pipeline import open_output_pipeline as open_output_pipeline
 from ._supervision import unwrapping_a_lone_exception as unwrapping_a_lone_exception
 
 __all__ = [
     "ExecutionMode",
+    "InlineSource",
     "OutputPipeline",
     "PipelineDriver",
     "PipelineOutcome",

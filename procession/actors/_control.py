@@ -7,8 +7,8 @@ that travel in-band with the chunks (``NewAttempt``, ``Barrier``, ``Deliver``,
 sides of that conversation in one object, so neither layer sees the other's
 vocabulary:
 
-* the coordinator calls ``begin_attempt`` / ``inject`` / ``deliver`` /
-  ``settle`` / ``end``; ``settle`` raises ``RetryRequested`` when a stream
+* the coordinator calls ``begin_attempt`` / ``inject`` / ``inline`` /
+  ``deliver`` / ``settle`` / ``end``; ``settle`` raises ``RetryRequested`` when a stream
   processor's retry was granted meanwhile (a retry crosses the layer boundary
   twice: the grant, in the pipeline, and this raise);
 * the pipeline calls the ``PipelineDriver`` methods (``on_retry_request``,
@@ -36,8 +36,8 @@ from ..data import (
 )
 from ..processors import TripWire
 from ._actor import ProcessorActor
-from ._interface import PipelineOutcome
-from ._markers import Barrier, Deliver, EndRun, NewAttempt
+from ._interface import InlineSource, PipelineOutcome
+from ._markers import Barrier, Deliver, EndRun, Inline, NewAttempt
 
 __all__ = ["RetryRequested", "RunControl", "RunObserver"]
 
@@ -146,6 +146,13 @@ class RunControl:
         Blocks while the pipeline is busy (backpressure): checkpoints, and a
         cancellation (the run ended) propagates with nothing sent."""
         await self._send.send(chunk)
+
+    async def inline(self, source: InlineSource) -> None:
+        """Let the pipeline pull the next items from ``source`` in its own task
+        (the consumer's, in ``"fused"`` mode) until ``source`` is done, instead
+        of each one being sent here: no task switch per chunk. Returns once the
+        pipeline has taken the hand-over; checkpoints like ``inject``."""
+        await self._send.send(Inline(source))
 
     async def deliver(self, chunk: Any) -> None:
         """Send ``chunk`` to the client past every processor, at this position

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias
 
 import attrs
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ExecutionMode",
+    "InlineSource",
     "PipelineDriver",
     "PipelineOutcome",
     "PipelineStatistics",
@@ -65,6 +66,32 @@ class PipelineDriver(Protocol):
 
     def on_terminal(self, outcome: PipelineOutcome) -> None:
         """The stream's terminal item reached the client end."""
+        ...
+
+
+class InlineSource(Protocol):
+    """Items the pipeline may pull straight from where they are made, in the
+    task that reads the pipeline's source, instead of having a driver's task
+    hand each one over a channel (no task switch per item). A driver's source
+    yields ``Inline(source)``; from there on the pipeline takes its items from
+    ``source`` until it says it is done, then reads the driver's source again.
+
+    Both methods run in the pipeline's reading task (the consumer's, in
+    ``"fused"`` mode); whatever must wait for I/O happens in the driver's own
+    task, so a cancelled read of the pipeline never cancels an await inside
+    the producer (``pull`` only waits for the driver to hand an item over).
+    """
+
+    def pull_nowait(self) -> Any:
+        """The next item, if it is at hand without waiting. Raises
+        ``trio.WouldBlock`` when it is not (then ``await pull()``), and
+        ``trio.EndOfChannel`` once the source is done. Never checkpoints."""
+        ...
+
+    async def pull(self) -> Any:
+        """The next item, waiting for it (the driver's task reads it).
+        Raises ``trio.EndOfChannel`` once the source is done. A cancelled
+        ``pull`` loses nothing: the item is given by the next call."""
         ...
 
 

@@ -1,7 +1,7 @@
 """The in-band markers: what travels through the chain beside the chunks.
 
 The coordinator's markers come from the source (``NewAttempt``, ``Barrier``,
-``Deliver``, ``EndRun``; the runtime sends them through ``RunControl``); the
+``Deliver``, ``EndRun``, ``Inline``; the runtime sends them through ``RunControl``); the
 stages' own (``_Violation``, ``_End``, ``_Raise``) are made inside the chain.
 They are the pipeline's private protocol: not part of the public API.
 """
@@ -24,6 +24,7 @@ __all__ = [
     "Barrier",
     "Deliver",
     "EndRun",
+    "Inline",
     "NewAttempt",
 ]
 
@@ -127,6 +128,21 @@ class EndRun(_Marker):
         return f"EndRun({self.tripwire!r})"
 
 
+class Inline(_Marker):
+    """Yielded by a driver's source: the items that follow are pulled from
+    ``source`` (an ``InlineSource``) in the pipeline's reading task, until it
+    is done; then the driver's source is read again. Consumed at the entry
+    (no stage sees it); the items it gives are admitted like source items."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"Inline({self.source!r})"
+
+
 class _Violation(_Marker):
     __slots__ = ("actor", "violation")
 
@@ -166,4 +182,4 @@ class _Raise(_Marker):
         self.error = error
 
 
-_SOURCE_MARKERS: Final = frozenset({NewAttempt, Barrier, Deliver, EndRun})
+_SOURCE_MARKERS: Final = frozenset({NewAttempt, Barrier, Deliver, EndRun, Inline})

@@ -33,6 +33,12 @@ source items read but not yet delivered stays at most
 parked send per stage, one parked in the reader, one in the consumer's hand),
 whatever the stream's length. In ``"fused"`` mode it is 1.
 
+A driver's source may yield ``Inline(source)``: the items that follow are
+pulled from that ``InlineSource`` in the task that reads the source (the
+consumer's, in ``"fused"`` mode) while they are at hand, and handed over by
+the driver's task only when one must be waited for. The agent's run hands the
+model's response over this way, so a chunk at hand costs no task switch.
+
 Retries and attempts: a stage's ``abort(retry=True)`` is handed to the driver
 (``PipelineDriver.on_retry_request``) when it reaches the client end. If the
 driver accepts, everything after the cut in that attempt is discarded and the
@@ -51,7 +57,6 @@ from collections.abc import (
     Awaitable,
     Sequence,
 )
-from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import trio
@@ -72,21 +77,21 @@ from ..processors import (
     ProcessorViolation,
     RequestContext,
     TracingContext,
-    register_processors,
 )
 from ._actor import ProcessorActor
 from ._interface import (
     ExecutionMode,
+    InlineSource,
     PipelineDriver,
     PipelineOutcome,
     PipelineStatistics,
-    check_arguments,
 )
 from ._markers import (
     _SOURCE_MARKERS,
     Barrier,
     Deliver,
     EndRun,
+    Inline,
     NewAttempt,
     _DrainBarrier,
     _End,
@@ -97,7 +102,7 @@ from ._markers import (
 from ._stage import _CHUNK_SET, _SLOW, _STOP, HOOK, _Pending, _Stage
 from ._supervision import unwrapping_a_lone_exception
 
-__all__ = ["OutputPipeline", "open_output_pipeline"]
+__all__ = ["OutputPipeline"]
 
 logger = logging.getLogger("procession")
 
@@ -145,6 +150,7 @@ class OutputPipeline:
         self.outcome: PipelineOutcome | None = None
         self._source = source
         self._iterator: AsyncIterator[Any] | None = None
+        self._inline: InlineSource | None = None  # see _next_source
         self._stages = [_Stage(a, self) for a in actors if HOOK in a.spec.hooks]
         self._buffer: deque[Any] = deque()
         self._pending_terminal: Any = None
@@ -200,18 +206,22 @@ class OutputPipeline:
 
     # entry: what the source gives ------------------------------------------------
 
-    async def _admit(self, item: Any) -> Any:
+    def _admit(self, item: Any) -> Any:
         """Decide what to do with a source item before any stage sees it. Returns
         the item, or None to drop it."""
         if isinstance(item, _Marker):
             if item.__class__ is NewAttempt:
                 self._entry_attempt += 1
                 return item
+            if item.__class__ is Inline:
+                self._inline = item.source  # read from there on (_next_source)
+                return None
             if item.__class__ in _SOURCE_MARKERS:
                 return item
             raise ConfigurationError(
                 f"the source yielded {item!r}; only chunks and the markers "
-                f"NewAttempt, Barrier, Deliver and EndRun may come from a source"
+                f"NewAttempt, Barrier, Deliver, EndRun and Inline may come from "
+                f"a source"
             )
         if item.__class__ not in _CHUNK_SET:
             raise ConfigurationError(
@@ -236,6 +246,25 @@ class OutputPipeline:
             return True
         return False
 
+    async def _next_source(self) -> Any:
+        """The next source item: from the ``Inline`` source while there is one
+        (no task switch when its item is at hand), else from the source.
+        Raises ``StopAsyncIteration`` at the source's end. A cancelled call
+        loses nothing (neither ``pull`` nor the source's read does)."""
+        inline = self._inline
+        if inline is not None:
+            try:
+                return inline.pull_nowait()
+            except trio.WouldBlock:
+                try:
+                    return await inline.pull()
+                except trio.EndOfChannel:
+                    self._inline = None
+            except trio.EndOfChannel:
+                self._inline = None
+        assert self._iterator is not None
+        return await self._iterator.__anext__()
+
     # fused mode ---------------------------------------------------------------
 
     async def _fill_fused(self) -> None:
@@ -249,13 +278,20 @@ class OutputPipeline:
             # read cancelled here (a deadline on each read) loses nothing.
             await trio.lowlevel.checkpoint()
         try:
-            item = await self._iterator.__anext__()
+            inline = self._inline
+            if inline is None:
+                item = await self._iterator.__anext__()
+            else:
+                try:
+                    item = inline.pull_nowait()  # the per-chunk path, no await
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    item = await self._next_source()
         except StopAsyncIteration:
             self._source_done = True
             return
         self._pull_count()
         self._settled += 1  # in fused mode an item is settled as it is run
-        item = await self._admit(item)
+        item = self._admit(item)
         if item is None:
             return
         # Held back: processors see an error only once it is terminal. Everything
@@ -326,11 +362,35 @@ class OutputPipeline:
                 k += 1
                 continue
             try:
-                result = stage.apply_nowait(item)
-                if result is _SLOW:
-                    result = await stage.apply(item)
-                elif result.__class__ is _Pending:
-                    result = await stage.apply(item, result)
+                if stage.is_async:
+                    actor = stage.actor
+                    if actor._busy or actor._waiting:
+                        result = await stage.apply(item)
+                    else:
+                        # Stage.apply inline, its turn taken (the per-chunk
+                        # path of an async hook: one coroutine fewer per stage).
+                        stage.parts.append(item)
+                        args = stage.args
+                        args.part = item
+                        actor._busy = True
+                        try:
+                            result = await stage.fn(args)
+                        except BaseException as exc:
+                            result = stage._raised(exc, item)
+                        finally:
+                            actor.release_turn()
+                        if not (
+                            result is item
+                            or result is None
+                            or result.__class__ in _CHUNK_SET
+                        ):
+                            result = stage._checked(result, item)
+                else:
+                    result = stage.apply_nowait(item)
+                    if result is _SLOW:
+                        result = await stage.apply(item)
+                    elif result.__class__ is _Pending:
+                        result = await stage.apply(item, result)
             except BaseException:
                 # Offered again on the next read: take it back out of
                 # stream_parts so it is not there twice.
@@ -385,10 +445,14 @@ class OutputPipeline:
         with send:
             try:
                 count = 0
-                async for raw in self._iterator:
+                while True:
+                    try:
+                        raw = await self._next_source()
+                    except StopAsyncIteration:
+                        break
                     self._pull_count()
                     count += 1
-                    item = await self._admit(raw)
+                    item = self._admit(raw)
                     if item is not None and item.__class__ is ErrorChunk:
                         # Held back until everything before it reached the client
                         # end, so the driver decides in stream position.
@@ -636,110 +700,3 @@ class OutputPipeline:
             self._cancel_scope.cancel()
 
     _cancel_scope: trio.CancelScope | None = None
-
-
-@asynccontextmanager
-async def open_output_pipeline(
-    processors: Sequence[object] | Sequence[ProcessorActor],
-    source: AsyncIterable[Any],
-    *,
-    run_id: str | None = None,
-    request_context: RequestContext | dict[str, Any] | None = None,
-    message_list: Any = None,
-    mode: ExecutionMode = "fused",
-    link_capacity: int | float = 1,
-    checkpoint_every: int = 64,
-    driver: PipelineDriver | None = None,
-    tracing_context: TracingContext | None = None,
-    abort_signal: AbortSignal | None = None,
-    retry_count: int = 0,
-) -> AsyncIterator[OutputPipeline]:
-    """Run ``source`` through the output processors; yield the client end.
-
-    Args:
-        processors: output processors (each registered as in the output lane,
-            so one without any output hook is refused; those with
-            ``process_output_stream`` become stages), or the run's actors.
-        source: chunks (plus ``NewAttempt`` / ``Barrier`` markers from a driver).
-        run_id: stamped on the chunks the pipeline itself makes (tripwire, error).
-        request_context: given to every hook.
-        message_list: given to every hook as ``message_list``.
-        mode: ``"fused"`` (default) or ``"actors"``; see the module docstring.
-        link_capacity: buffer size of each link in ``"actors"`` mode (messages).
-        checkpoint_every: the cancellation-latency bound, in source items.
-        driver: decides retries and error recovery; without one, a retry request
-            ends the stream as a tripwire and error chunks pass through.
-
-    Leaving the block cancels every task of the pipeline and closes the source
-    (``aclose()``), whether or not the stream was read to the end.
-    """
-    check_arguments(mode, link_capacity, checkpoint_every, source)
-    actors = _actors(processors)
-    context = (
-        request_context
-        if isinstance(request_context, RequestContext)
-        else RequestContext(request_context or {})
-    )
-    pipeline = OutputPipeline(
-        actors,
-        source,
-        run_id=run_id,
-        request_context=context,
-        message_list=message_list,
-        mode=mode,
-        link_capacity=link_capacity,
-        checkpoint_every=checkpoint_every,
-        driver=driver,
-        tracing_context=tracing_context,
-        abort_signal=abort_signal,
-        retry_count=retry_count,
-    )
-    iterator = source.__aiter__()
-    pipeline._iterator = iterator
-    try:
-        if mode == "fused":
-            yield pipeline
-            return
-        with unwrapping_a_lone_exception():
-            async with trio.open_nursery() as nursery:
-                receive = await nursery.start(pipeline._supervise)
-                pipeline._receive = receive
-                try:
-                    yield pipeline
-                finally:
-                    assert pipeline._cancel_scope is not None
-                    pipeline._cancel_scope.cancel()
-                    receive.close()
-    finally:
-        if pipeline.outcome is None:
-            pipeline.outcome = PipelineOutcome("cancelled")
-        completed = pipeline.outcome.kind == "completed"
-        for stage in pipeline._stages:
-            stage.at_stream_end(completed)
-        if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
-            pipeline.abort_signal.set("the output stream was closed early")
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            # Shielded so a cancelled consumer still closes the source (and with it
-            # the provider's HTTP stream), with a deadline so cleanup cannot hang.
-            with trio.CancelScope(shield=True) as scope:
-                scope.relative_deadline = _CLOSE_GRACE_SECONDS
-                await _close(aclose())
-
-
-async def _close(closing: Awaitable[Any]) -> None:
-    try:
-        await closing
-    except Exception:
-        logger.exception("closing the output pipeline's source failed")
-
-
-def _actors(processors: Sequence[object]) -> list[ProcessorActor]:
-    if isinstance(processors, str | bytes) or not isinstance(processors, Sequence):
-        raise ConfigurationError(
-            f"processors must be a list of output processors, got {processors!r}"
-        )
-    if all(isinstance(p, ProcessorActor) for p in processors):
-        return [p for p in processors if isinstance(p, ProcessorActor)]
-    registered = register_processors(output=processors)
-    return [ProcessorActor(spec) for spec in registered.output]

@@ -233,8 +233,12 @@ class _Stage:
             self.parts.append(item)
             self.args.part = item
         actor = self.actor
-        if not actor.take_turn_nowait():
+        # The actor's turn, inline (take_turn_nowait / release_turn): this is
+        # the per-chunk path of every async hook.
+        if actor._busy or actor._waiting:
             await actor.acquire()  # another hook of this processor is running
+        else:
+            actor._busy = True
         try:
             if pending is not None:
                 result = await pending.awaitable
@@ -250,7 +254,9 @@ class _Stage:
             return self._raised(exc, item)
         finally:
             actor.release_turn()
-        return self._result(result, item)
+        if result is item or result is None or result.__class__ in _CHUNK_SET:
+            return result
+        return self._checked(result, item)
 
     def apply_nowait(self, item: Any) -> Any:
         """The fast path of ``apply`` for a sync hook when no other hook of this
@@ -287,11 +293,6 @@ class _Stage:
             if found is not None:
                 return self._tripped(found)
         raise exc
-
-    def _result(self, result: Any, item: Any) -> Any:
-        if result is item or result is None or result.__class__ in _CHUNK_SET:
-            return result
-        return self._checked(result, item)
 
     def _checked(self, result: Any, item: Any) -> Any:
         """A result that is not a single chunk or None: a list of chunks, or a

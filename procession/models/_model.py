@@ -85,7 +85,13 @@ class ModelFinish:
 
 class ModelResponse(Protocol):
     """A streaming model response: an async iterator of raw chunks. ``finish``
-    is set once iteration has ended normally."""
+    is set once iteration has ended normally.
+
+    Optionally ``next_nowait()``: the next chunk if it is at hand without
+    waiting (never checkpoints), else ``trio.WouldBlock``; ``StopAsyncIteration``
+    at the end. A ``"fused"`` run then takes such chunks in the consumer's task
+    (no task switch per chunk) and awaits ``__anext__`` only when one must be
+    waited for."""
 
     finish: ModelFinish | None
 

@@ -23,7 +23,6 @@ from ..processors import (
     MessageList,
     ProcessInputStepArgs,
     RequestContext,
-    register_processors,
 )
 from ._options import (
     CALL_OPTIONS,
@@ -37,6 +36,7 @@ from ._options import (
     reject_unknown,
     resolve_lane,
 )
+from ._registrations import Registrations
 from ._result import AgentResult
 from ._state import RunSpec
 from ._stream import AgentStream, open_stream
@@ -136,6 +136,7 @@ class Agent:
         # Resolved once: a model object owns its HTTP client and connection pool,
         # which every call of this agent then shares (ids met later are cached).
         self._models: dict[str, LanguageModel] = {}
+        self._registrations = Registrations()  # reused across runs
         self.model = self.model_for(model)
         self.tools = ToolSet.of(tools or [])
         self.input_processors = input_processors
@@ -240,7 +241,7 @@ class Agent:
             automatic = [p for p in memory.input_processors() if p.id not in listed]
             resolved["input_processors"] = [*automatic, *resolved["input_processors"]]
             tools = _with_working_memory_tool(tools, memory)
-        processors = register_processors(
+        processors = self._registrations.register(
             input=resolved["input_processors"],
             output=resolved["output_processors"],
             error=resolved["error_processors"],

@@ -271,6 +271,36 @@ class StepConfig:
         )
 
 
+_STAMPERS: dict[type, Callable[[Any, str], Any]] = {}
+"""Per chunk class, a copier that sets ``run_id`` (``RunState.stamp``)."""
+
+
+def _stamper(cls: type) -> Callable[[Any, str], Any]:
+    """A function copying a chunk of attrs class ``cls`` with another
+    ``run_id``: what ``attrs.evolve`` gives, at about a third of its cost (no
+    ``__init__`` re-run: the fields come from a valid instance). Chunks are
+    copied once per model chunk, so this is on the per-chunk path. Classes
+    with a ``__attrs_post_init__`` (none of the chunk classes) use evolve."""
+    if hasattr(cls, "__attrs_post_init__"):
+        return lambda chunk, run_id: attrs.evolve(chunk, run_id=run_id)
+    names = [f.name for f in attrs.fields(cls) if f.name != "run_id"]
+    lines = [
+        "def stamp(chunk, run_id):",
+        "    new = new_(cls)",
+        *(f"    set_(new, {name!r}, chunk.{name})" for name in names),
+        "    set_(new, 'run_id', run_id)",
+        "    return new",
+    ]
+    namespace: dict[str, Any] = {
+        "new_": object.__new__,
+        "set_": object.__setattr__,
+        "cls": cls,
+    }
+    exec("\n".join(lines), namespace)  # code made only from field names
+    stamp: Callable[[Any, str], Any] = namespace["stamp"]
+    return stamp
+
+
 @attrs.define(eq=False)
 class RunState:
     """The coordinator's bookkeeping for one run; the result is built from it
@@ -347,11 +377,16 @@ class RunState:
             self.objects.append((self.view, chunk.object))
 
     def stamp(self, chunk: Any) -> Any:
-        """``chunk`` with this run's id (``data-*`` chunks carry none)."""
+        """``chunk`` with this run's id (``data-*`` chunks carry none): the
+        chunk itself when it has it already, else a copy with it."""
         run_id = self.spec.run_id
-        if chunk.__class__ is DataChunk or getattr(chunk, "run_id", None) == run_id:
+        cls = chunk.__class__
+        if cls is DataChunk or getattr(chunk, "run_id", None) == run_id:
             return chunk
-        return attrs.evolve(chunk, run_id=run_id)
+        copier = _STAMPERS.get(cls)
+        if copier is None:
+            copier = _STAMPERS[cls] = _stamper(cls)
+        return copier(chunk, run_id)
 
     def apply_messages(
         self, result: Any, processor_id: str, hook: str, scope: ReconcileScope

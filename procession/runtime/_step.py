@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, NoReturn
+from typing import Any, NoReturn
 
 import attrs
 import trio
@@ -29,10 +29,8 @@ from ..actors import (
 )
 from ..chunks import CHUNK_CLASSES, from_wire
 from ..data import (
-    ErrorChunk,
     FinishChunk,
     FinishPayload,
-    StartChunk,
     StepFinishChunk,
     StepFinishPayload,
     StepOutput,
@@ -42,7 +40,6 @@ from ..data import (
     StepStartPayload,
     SystemMessage,
     TextPart,
-    ToolCallChunk,
     ToolCallInfo,
     ToolInvocationPart,
     TripwireInfo,
@@ -57,7 +54,6 @@ from ..processors import (
     ProcessionError,
     ProcessorContractError,
     ProviderError,
-    ProviderStreamError,
     TripWire,
 )
 from ..processors._contract import (
@@ -68,6 +64,14 @@ from ..processors._contract import (
     read_message_result,
 )
 from ._hooks import HookLanes
+from ._reading import (
+    LIFECYCLE,
+    IdleWatch,
+    ModelReader,
+    merged_finish,
+    replay_reason,
+    told_finish,
+)
 from ._state import Retry, RunState, StepConfig, StepView, Terminal
 from ._tool_calls import ToolCalls
 from .tools import ToolSet
@@ -386,14 +390,14 @@ class StepRunner:
         told: ModelFinish | None = None  # a lifecycle chunk's finish information
         if cached is not None:
             for chunk in cached:
-                if chunk.__class__ in _LIFECYCLE:
-                    told = _told(chunk, told)
+                if chunk.__class__ in LIFECYCLE:
+                    told = told_finish(chunk, told)
                     continue
                 raw.append(chunk)
                 await control.inject(state.stamp(chunk))
-            return raw, told or ModelFinish(finish_reason=_replay_reason(raw))
+            return raw, told or ModelFinish(finish_reason=replay_reason(raw))
         idle = state.spec.idle_timeout
-        watch = _IdleWatch(idle if idle is not None else math.inf)
+        watch = IdleWatch(idle if idle is not None else math.inf)
         try:
             # The watchdog beside the read: a nursery per model call, not a
             # cancel-scope deadline moved on every chunk (twice the cost).
@@ -422,41 +426,19 @@ class StepRunner:
         config: StepConfig,
         prompt: list[Any],
         raw: list[Any],
-        watch: _IdleWatch,
+        watch: IdleWatch,
     ) -> tuple[list[Any], ModelFinish]:
-        """Stream the model into the pipeline; ``watch`` is told when the run
-        waits for the model (its timer runs only then) and cancels the read if
-        the model goes quiet too long."""
-        state, control = self._state, self._control
-        told: ModelFinish | None = None
-        with control.reading() as scope, watch.scope:
+        """Stream the model into the pipeline (``ModelReader``); ``watch`` is
+        told when the run waits for the model (its timer runs only then) and
+        cancels the read if the model goes quiet too long."""
+        # The model's own chunks are kept only for process_llm_response.
+        keep = bool(self._lanes.lane("process_llm_response", "input"))
+        reader = ModelReader(self._state, self._control, watch, raw, keep=keep)
+        with self._control.reading() as scope, watch.scope:
             async with config.model.stream(_request(config, prompt)) as response:
-                iterator = response.__aiter__()
-                while True:
-                    watch.since = trio.current_time()
-                    try:
-                        chunk = await iterator.__anext__()
-                    except StopAsyncIteration:
-                        break
-                    finally:
-                        watch.since = None
-                    cls = chunk.__class__
-                    if cls in _LIFECYCLE:
-                        if isinstance(chunk, ErrorChunk):
-                            # A model that reports a failure as a chunk rather
-                            # than raising: the same path as a raised error.
-                            raise _error_from_chunk(chunk)
-                        told = _told(chunk, told)
-                        continue
-                    raw.append(chunk)
-                    if control.ended:
-                        state.model_chunks_after_end += 1
-                        continue
-                    await control.inject(state.stamp(chunk))
-                    if control.retry_requested:
-                        break
-                finish = _merged(response.finish, told) or ModelFinish(
-                    finish_reason=_replay_reason(raw)
+                await reader.read(response.__aiter__())
+                finish = merged_finish(response.finish, reader.told) or ModelFinish(
+                    finish_reason="tool-calls" if reader.tool_called else "stop"
                 )
         if scope.cancelled_caught or watch.fired:
             return raw, ModelFinish(finish_reason="other")
@@ -580,53 +562,6 @@ def _system_text(message: Any) -> str | None:
     return None
 
 
-def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
-    """A ``ProviderStreamError`` (an error event inside the model's stream) for an
-    ``error`` chunk a model yielded, unless it carries a ``ProviderError``. The body has
-    the shape of a streamed error event (``{"type": "error", "error": ...}``) so
-    error processors that match those (the OpenAI Responses matcher) see it."""
-    error = chunk.payload.error
-    if isinstance(error, ProviderError):
-        return error
-    message = error.get("message") if isinstance(error, Mapping) else None
-    code = error.get("code") if isinstance(error, Mapping) else None
-    return ProviderStreamError(
-        str(message or error),
-        body={"type": "error", "error": error},
-        code=code if isinstance(code, str) else None,
-    )
-
-
-class _IdleWatch:
-    """The model-stream idle timeout: a watchdog task that cancels the read when
-    the run has waited ``idle`` seconds for one event. ``since`` is when the
-    current wait began (``None`` while the run is busy elsewhere, e.g. held back
-    by the consumer: the timer does not run then); the reader sets it around
-    each read, two stores per chunk."""
-
-    __slots__ = ("fired", "idle", "scope", "since")
-
-    def __init__(self, idle: float) -> None:
-        self.idle = idle
-        self.since: float | None = None
-        self.fired = False
-        self.scope = trio.CancelScope()
-
-    async def run(self) -> None:
-        """Watch until cancelled, or until the model has been quiet for ``idle``
-        seconds: then cancel the read. Sleeps on trio's clock."""
-        while True:
-            since = self.since
-            if since is None:
-                await trio.sleep(self.idle)  # paused; look again later
-                continue
-            await trio.sleep_until(since + self.idle)
-            if self.since == since:  # still the same wait: it timed out
-                self.fired = True
-                self.scope.cancel()
-                return
-
-
 def _step_result(step_number: int, view: StepView, finish: ModelFinish) -> StepResult:
     """The step as the client received it and the model ended it."""
     return StepResult(
@@ -699,41 +634,3 @@ def _add_late_text(parts: list[Any], late: str) -> None:
             parts.insert(index, TextPart(text=late))
             return
     parts.append(TextPart(text=late))
-
-
-_LIFECYCLE: Final = frozenset(
-    {StartChunk, StepStartChunk, StepFinishChunk, FinishChunk, ErrorChunk}
-)
-"""Chunk classes a model's stream may carry that are not content: the runtime
-makes its own (``error`` is turned into a raised error)."""
-
-
-def _told(chunk: Any, before: ModelFinish | None) -> ModelFinish | None:
-    """The finish information a model's ``step-finish`` / ``finish`` chunk gives
-    (the last one wins; ``start`` / ``step-start`` give none)."""
-    if chunk.__class__ is not FinishChunk and chunk.__class__ is not StepFinishChunk:
-        return before
-    payload = chunk.payload
-    return ModelFinish(
-        finish_reason=payload.step_result.reason,
-        usage=payload.output.usage,
-        provider_metadata=payload.provider_metadata,
-    )
-
-
-def _merged(given: ModelFinish | None, told: ModelFinish | None) -> ModelFinish | None:
-    """The step's finish: what the model's lifecycle chunk told (a replayed
-    stream's own finish), over what the response object says, whose request,
-    warnings and usage fill what the chunk left out."""
-    if told is None or given is None:
-        return told or given
-    return attrs.evolve(
-        given,
-        finish_reason=told.finish_reason,
-        usage=told.usage or given.usage,
-        provider_metadata=told.provider_metadata or given.provider_metadata,
-    )
-
-
-def _replay_reason(chunks: Sequence[Any]) -> str:
-    return "tool-calls" if any(isinstance(c, ToolCallChunk) for c in chunks) else "stop"

@@ -266,12 +266,17 @@ def _words(text: str) -> int:
 
 def _text_words(steps: Iterable[_Step]) -> int:
     # Deltas of one block join into one text; separate blocks never share a word.
-    blocks: dict[str, str] = {}
+    # The pieces are joined once per block (not appended to a growing str),
+    # so counting is linear in the stream's length.
+    blocks: dict[str, list[str]] = {}
     for step in steps:
         if isinstance(step, TextDeltaChunk):
-            block = step.payload.id
-            blocks[block] = blocks.get(block, "") + step.payload.text
-    return sum(_words(text) for text in blocks.values())
+            payload = step.payload
+            pieces = blocks.get(payload.id)
+            if pieces is None:
+                blocks[payload.id] = pieces = []
+            pieces.append(payload.text)
+    return sum(_words("".join(pieces)) for pieces in blocks.values())
 
 
 def _prompt_words(prompt: Iterable[PromptMessage]) -> int:

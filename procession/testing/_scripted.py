@@ -175,7 +175,9 @@ class ScriptedResponse:
     scripted exception is raised from ``__anext__`` and ends the stream.
     ``finish`` is set once iteration ended normally. Iterating after the
     ``async with`` has exited raises ``trio.ClosedResourceError``; two tasks
-    iterating at once get ``trio.BusyResourceError``.
+    iterating at once get ``trio.BusyResourceError``. ``next_nowait`` gives
+    the chunks that need no waiting without the checkpoint (the agent's run
+    pulls them so, checkpointing every so many chunks itself).
     """
 
     __slots__ = ("_busy", "_call", "_closed", "_done", "_next", "_plan", "finish")
@@ -215,6 +217,34 @@ class ScriptedResponse:
             return await self._advance()
         finally:
             self._busy = False
+
+    def next_nowait(self) -> Chunk:
+        """The next scripted chunk without waiting, for a reader that pulls
+        while data is at hand (the run does): what ``__anext__`` gives, without
+        its checkpoint. Raises ``trio.WouldBlock`` before a ``Delay`` (the
+        awaited read sleeps it), ``StopAsyncIteration`` at the end, and the
+        scripted error where the script has one."""
+        if self._closed or self._busy:
+            raise trio.WouldBlock  # __anext__ says what is wrong
+        steps = self._plan.steps
+        if self._done:
+            raise StopAsyncIteration
+        index = self._next
+        if index == len(steps):
+            self._done = True
+            self.finish = _finish_for(self._plan, self._call.request)
+            self._call.log.finish = self.finish
+            raise StopAsyncIteration
+        step = steps[index]
+        if isinstance(step, Delay):
+            raise trio.WouldBlock
+        self._next = index + 1
+        if isinstance(step, BaseException):
+            self._done = True
+            self._call.log.error = step
+            raise step
+        self._call.log.chunks_streamed += 1
+        return step
 
     async def _advance(self) -> Chunk:
         steps = self._plan.steps

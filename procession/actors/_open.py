@@ -1,0 +1,140 @@
+"""Opening a run's output pipeline: ``open_output_pipeline`` checks its
+arguments, registers bare processors, runs the ``"actors"`` mode's tasks in a
+nursery of their own, and closes the source however the block is left."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from .._errors import ConfigurationError
+from ..processors import (
+    AbortSignal,
+    RequestContext,
+    TracingContext,
+    register_processors,
+)
+from ._actor import ProcessorActor
+from ._interface import (
+    ExecutionMode,
+    PipelineDriver,
+    PipelineOutcome,
+    check_arguments,
+)
+from ._pipeline import _CLOSE_GRACE_SECONDS, OutputPipeline
+from ._supervision import unwrapping_a_lone_exception
+
+__all__ = ["open_output_pipeline"]
+
+logger = logging.getLogger("procession")
+
+
+@asynccontextmanager
+async def open_output_pipeline(
+    processors: Sequence[object] | Sequence[ProcessorActor],
+    source: AsyncIterable[Any],
+    *,
+    run_id: str | None = None,
+    request_context: RequestContext | dict[str, Any] | None = None,
+    message_list: Any = None,
+    mode: ExecutionMode = "fused",
+    link_capacity: int | float = 1,
+    checkpoint_every: int = 64,
+    driver: PipelineDriver | None = None,
+    tracing_context: TracingContext | None = None,
+    abort_signal: AbortSignal | None = None,
+    retry_count: int = 0,
+) -> AsyncIterator[OutputPipeline]:
+    """Run ``source`` through the output processors; yield the client end.
+
+    Args:
+        processors: output processors (each registered as in the output lane,
+            so one without any output hook is refused; those with
+            ``process_output_stream`` become stages), or the run's actors.
+        source: chunks (plus ``NewAttempt`` / ``Barrier`` markers from a driver).
+        run_id: stamped on the chunks the pipeline itself makes (tripwire, error).
+        request_context: given to every hook.
+        message_list: given to every hook as ``message_list``.
+        mode: ``"fused"`` (default) or ``"actors"``; see the module docstring.
+        link_capacity: buffer size of each link in ``"actors"`` mode (messages).
+        checkpoint_every: the cancellation-latency bound, in source items.
+        driver: decides retries and error recovery; without one, a retry request
+            ends the stream as a tripwire and error chunks pass through.
+
+    Leaving the block cancels every task of the pipeline and closes the source
+    (``aclose()``), whether or not the stream was read to the end.
+    """
+    check_arguments(mode, link_capacity, checkpoint_every, source)
+    actors = _actors(processors)
+    context = (
+        request_context
+        if isinstance(request_context, RequestContext)
+        else RequestContext(request_context or {})
+    )
+    pipeline = OutputPipeline(
+        actors,
+        source,
+        run_id=run_id,
+        request_context=context,
+        message_list=message_list,
+        mode=mode,
+        link_capacity=link_capacity,
+        checkpoint_every=checkpoint_every,
+        driver=driver,
+        tracing_context=tracing_context,
+        abort_signal=abort_signal,
+        retry_count=retry_count,
+    )
+    iterator = source.__aiter__()
+    pipeline._iterator = iterator
+    try:
+        if mode == "fused":
+            yield pipeline
+            return
+        with unwrapping_a_lone_exception():
+            async with trio.open_nursery() as nursery:
+                receive = await nursery.start(pipeline._supervise)
+                pipeline._receive = receive
+                try:
+                    yield pipeline
+                finally:
+                    assert pipeline._cancel_scope is not None
+                    pipeline._cancel_scope.cancel()
+                    receive.close()
+    finally:
+        if pipeline.outcome is None:
+            pipeline.outcome = PipelineOutcome("cancelled")
+        completed = pipeline.outcome.kind == "completed"
+        for stage in pipeline._stages:
+            stage.at_stream_end(completed)
+        if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
+            pipeline.abort_signal.set("the output stream was closed early")
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            # Shielded so a cancelled consumer still closes the source (and with it
+            # the provider's HTTP stream), with a deadline so cleanup cannot hang.
+            with trio.CancelScope(shield=True) as scope:
+                scope.relative_deadline = _CLOSE_GRACE_SECONDS
+                await _close(aclose())
+
+
+async def _close(closing: Awaitable[Any]) -> None:
+    try:
+        await closing
+    except Exception:
+        logger.exception("closing the output pipeline's source failed")
+
+
+def _actors(processors: Sequence[object]) -> list[ProcessorActor]:
+    if isinstance(processors, str | bytes) or not isinstance(processors, Sequence):
+        raise ConfigurationError(
+            f"processors must be a list of output processors, got {processors!r}"
+        )
+    if all(isinstance(p, ProcessorActor) for p in processors):
+        return [p for p in processors if isinstance(p, ProcessorActor)]
+    registered = register_processors(output=processors)
+    return [ProcessorActor(spec) for spec in registered.output]

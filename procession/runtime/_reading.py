@@ -1,0 +1,344 @@
+"""Reading one model response into the run.
+
+The coordinator owns the model call; every await on the model's stream happens
+in its task, inside the run's cancel scopes (the run's end, a granted retry,
+the idle timeout, the run deadline). When the response can give a chunk
+without waiting (``next_nowait``: a scripted model, a parsed backlog) and the
+run is ``"fused"``, the pipeline pulls chunks straight from it in the
+consumer's task and hands the response back to the coordinator only when the
+next chunk would have to be waited for: no task switch per chunk while data is
+at hand, and a cancelled read of the stream never cancels an await inside the
+model source (a provider's generator that received ``Cancelled`` would be
+finished for good, the stream silently cut short).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import trio
+
+from ..actors import RunControl
+from ..data import (
+    ErrorChunk,
+    FinishChunk,
+    StartChunk,
+    StepFinishChunk,
+    StepStartChunk,
+    ToolCallChunk,
+)
+from ..models import ModelFinish
+from ..processors import ProviderError, ProviderStreamError
+from ._state import RunState
+
+__all__ = [
+    "LIFECYCLE",
+    "IdleWatch",
+    "ModelReader",
+    "merged_finish",
+    "replay_reason",
+    "told_finish",
+]
+
+
+class IdleWatch:
+    """The model-stream idle timeout: a watchdog task that cancels the read when
+    the run has waited ``idle`` seconds for one event. ``since`` is when the
+    current wait began (``None`` while the run is busy elsewhere, e.g. held back
+    by the consumer, or while chunks are pulled without waiting: the timer does
+    not run then); the reader sets it around each awaited read."""
+
+    __slots__ = ("fired", "idle", "scope", "since")
+
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
+        self.since: float | None = None
+        self.fired = False
+        self.scope = trio.CancelScope()
+
+    async def run(self) -> None:
+        """Watch until cancelled, or until the model has been quiet for ``idle``
+        seconds: then cancel the read. Sleeps on trio's clock."""
+        while True:
+            since = self.since
+            if since is None:
+                await trio.sleep(self.idle)  # paused; look again later
+                continue
+            await trio.sleep_until(since + self.idle)
+            if self.since == since:  # still the same wait: it timed out
+                self.fired = True
+                self.scope.cancel()
+                return
+
+
+class ModelReader:
+    """Reads one model response into the pipeline (see the module docstring).
+
+    ``raw`` collects the model's content chunks as it sent them (with
+    ``keep``: only ``process_llm_response`` needs them); ``told`` is the
+    finish information its own lifecycle chunks gave. It is also the
+    pipeline's ``InlineSource`` for the response: ``pull_nowait`` / ``pull``
+    run in the pipeline's reading task, ``read`` in the coordinator's.
+    """
+
+    __slots__ = (
+        "_consumer_wakeup",
+        "_control",
+        "_coordinator_wakeup",
+        "_done",
+        "_error",
+        "_keep",
+        "_nowait",
+        "_reading",
+        "_ready",
+        "_state",
+        "_watch",
+        "raw",
+        "told",
+        "tool_called",
+    )
+
+    def __init__(
+        self,
+        state: RunState,
+        control: RunControl,
+        watch: IdleWatch,
+        raw: list[Any],
+        *,
+        keep: bool = True,
+    ) -> None:
+        self._state = state
+        self._control = control
+        self._watch = watch
+        self._keep = keep
+        self.raw = raw
+        self.told: ModelFinish | None = None
+        self.tool_called = False
+        """Whether the model sent a tool call (kept or not)."""
+        self._nowait: Callable[[], Any] | None = None
+        # The hand-over: chunks the coordinator read (awaiting) for the puller;
+        # whether the coordinator holds the response now; whether it is done.
+        self._ready: deque[Any] = deque()
+        self._reading = False
+        self._done = False
+        self._error: Exception | None = None
+        self._coordinator_wakeup: trio.Event | None = None
+        self._consumer_wakeup: trio.Event | None = None
+
+    # --- one chunk ----------------------------------------------------------------
+
+    def accept(self, chunk: Any) -> Any:
+        """What of the model's ``chunk`` goes to the pipeline: the chunk with the
+        run's id, or ``None`` (a lifecycle chunk, or the run has ended). Raises
+        the error an ``error`` chunk carries (a model that reports a failure as
+        a chunk rather than raising: the same path as a raised error)."""
+        cls = chunk.__class__
+        if cls in LIFECYCLE:
+            if cls is ErrorChunk:
+                raise _error_from_chunk(chunk)
+            self.told = told_finish(chunk, self.told)
+            return None
+        if self._keep:
+            self.raw.append(chunk)
+        if cls is ToolCallChunk:
+            self.tool_called = True
+        if self._control.ended:
+            self._state.model_chunks_after_end += 1
+            return None
+        return self._state.stamp(chunk)
+
+    # --- the coordinator's side ----------------------------------------------------
+
+    async def read(self, iterator: AsyncIterator[Any]) -> None:
+        """Read the response to its end (or until a retry is granted, or the
+        run ends), in the coordinator's task. Raises what the model raised.
+        Checkpoints; cancellation (a granted retry, the idle timeout, the run's
+        end) propagates."""
+        # In "actors" mode the pipeline's reader task would pull far ahead of
+        # the stages (no checkpoint stops it), reading past a cut the stages
+        # are about to make; there each chunk is sent over, as before.
+        nowait = (
+            getattr(iterator, "next_nowait", None)
+            if self._state.spec.mode == "fused"
+            else None
+        )
+        if nowait is None:
+            await self._read_awaited(iterator)
+            return
+        self._nowait = nowait
+        try:
+            await self._control.inline(self)
+            await self._serve(iterator)
+        finally:
+            self._finish()
+        if self._error is not None:
+            raise self._error
+
+    async def _read_awaited(self, iterator: AsyncIterator[Any]) -> None:
+        """Every chunk awaited here and sent over (a response without
+        ``next_nowait``)."""
+        control, watch = self._control, self._watch
+        while True:
+            watch.since = trio.current_time()
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                watch.since = None
+            item = self.accept(chunk)
+            if item is None:
+                continue
+            await control.inject(item)
+            if control.retry_requested:
+                return
+
+    async def _serve(self, iterator: AsyncIterator[Any]) -> None:
+        """Wait while the puller takes chunks without waiting; when it cannot,
+        await the next chunk here and hand it over, then wait again."""
+        watch = self._watch
+        while True:
+            while not (self._reading or self._done):
+                wakeup = self._coordinator_wakeup = trio.Event()
+                await wakeup.wait()
+            if self._done:
+                return
+            watch.since = trio.current_time()
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                watch.since = None
+            item = self.accept(chunk)
+            if item is None:
+                continue  # still ours: read on
+            self._ready.append(item)
+            self._reading = False
+            self._wake_consumer()
+
+    # --- the pipeline's side (InlineSource) ---------------------------------------
+
+    def pull_nowait(self) -> Any:
+        """The next chunk for the pipeline if it is at hand (see
+        ``InlineSource``). Runs in the pipeline's reading task; never
+        checkpoints and never awaits the model."""
+        if self._ready:
+            return self._ready.popleft()
+        if self._done:
+            raise trio.EndOfChannel
+        if self._reading:
+            raise trio.WouldBlock  # the coordinator is awaiting the next chunk
+        control = self._control
+        if control.ended or control.retry_requested:
+            # A rejected response is not read on; an ended run reads nothing.
+            self._finish()
+            raise trio.EndOfChannel
+        nowait = self._nowait
+        assert nowait is not None
+        try:
+            while True:
+                item = self.accept(nowait())
+                if item is not None:
+                    return item
+        except trio.WouldBlock:
+            # The next chunk must be waited for: the coordinator awaits it, in
+            # its task and its cancel scopes.
+            self._reading = True
+            self._wake_coordinator()
+            raise
+        except StopAsyncIteration:
+            self._finish()
+        except Exception as exc:  # the model's failure, raised by the coordinator
+            self._error = exc
+            self._finish()
+        raise trio.EndOfChannel
+
+    async def pull(self) -> Any:
+        """The next chunk for the pipeline, waiting for the coordinator to hand
+        it over. A cancelled ``pull`` loses nothing."""
+        while True:
+            try:
+                return self.pull_nowait()
+            except trio.WouldBlock:
+                wakeup = self._consumer_wakeup = trio.Event()
+                await wakeup.wait()
+
+    # --- both ------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        self._done = True
+        self._wake_coordinator()
+        self._wake_consumer()
+
+    def _wake_coordinator(self) -> None:
+        wakeup = self._coordinator_wakeup
+        if wakeup is not None:
+            self._coordinator_wakeup = None
+            wakeup.set()
+
+    def _wake_consumer(self) -> None:
+        wakeup = self._consumer_wakeup
+        if wakeup is not None:
+            self._consumer_wakeup = None
+            wakeup.set()
+
+
+def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:
+    """A ``ProviderStreamError`` (an error event inside the model's stream) for an
+    ``error`` chunk a model yielded, unless it carries a ``ProviderError``. The body has
+    the shape of a streamed error event (``{"type": "error", "error": ...}``) so
+    error processors that match those (the OpenAI Responses matcher) see it."""
+    error = chunk.payload.error
+    if isinstance(error, ProviderError):
+        return error
+    message = error.get("message") if isinstance(error, Mapping) else None
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return ProviderStreamError(
+        str(message or error),
+        body={"type": "error", "error": error},
+        code=code if isinstance(code, str) else None,
+    )
+
+
+LIFECYCLE: Final = frozenset(
+    {StartChunk, StepStartChunk, StepFinishChunk, FinishChunk, ErrorChunk}
+)
+"""Chunk classes a model's stream may carry that are not content: the runtime
+makes its own (``error`` is turned into a raised error)."""
+
+
+def told_finish(chunk: Any, before: ModelFinish | None) -> ModelFinish | None:
+    """The finish information a model's ``step-finish`` / ``finish`` chunk gives
+    (the last one wins; ``start`` / ``step-start`` give none)."""
+    if chunk.__class__ is not FinishChunk and chunk.__class__ is not StepFinishChunk:
+        return before
+    payload = chunk.payload
+    return ModelFinish(
+        finish_reason=payload.step_result.reason,
+        usage=payload.output.usage,
+        provider_metadata=payload.provider_metadata,
+    )
+
+
+def merged_finish(
+    given: ModelFinish | None, told: ModelFinish | None
+) -> ModelFinish | None:
+    """The step's finish: what the model's lifecycle chunk told (a replayed
+    stream's own finish), over what the response object says, whose request,
+    warnings and usage fill what the chunk left out."""
+    if told is None or given is None:
+        return told or given
+    return attrs.evolve(
+        given,
+        finish_reason=told.finish_reason,
+        usage=told.usage or given.usage,
+        provider_metadata=told.provider_metadata or given.provider_metadata,
+    )
+
+
+def replay_reason(chunks: Sequence[Any]) -> str:
+    return "tool-calls" if any(isinstance(c, ToolCallChunk) for c in chunks) else "stop"
