@@ -19,18 +19,10 @@ from typing import Any
 import attrs
 import trio
 
-from procession import Agent, Processor
+from procession import Agent
 from procession.actors import open_output_pipeline
 from procession.chunks import Chunk, text_delta
-from procession.testing import ScriptedModel
-
-
-class PassThrough(Processor):
-    def __init__(self, index: int) -> None:
-        self.id = f"pass-{index}"
-
-    async def process_output_stream(self, args: Any) -> Any:
-        return args.part
+from procession.testing import PassThrough, ScriptedModel
 
 
 @attrs.frozen

@@ -14,12 +14,10 @@ import argparse
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
 
 import attrs
 import trio
 
-from procession import Processor
 from procession.actors import open_output_pipeline
 from procession.chunks import (
     Chunk,
@@ -41,15 +39,7 @@ from procession.processors import (
     TokenLimiter,
     UnicodeNormalizer,
 )
-from procession.testing import ScriptedModel
-
-
-class PassThrough(Processor):
-    id = "pass-through"
-
-    def process_output_stream(self, args: Any) -> Any:
-        return args.part
-
+from procession.testing import ScriptedModel, SyncPassThrough
 
 _CLEAN = '{"categories": {"violence": 0.0, "injection": 0.0}, "reason": null}'
 _ENGLISH = '{"language": "English", "iso_code": "en", "confidence": 0.99}'
@@ -150,7 +140,7 @@ async def _measure(n: int, rounds: int) -> list[Row]:
     async def best(make: Callable[[], object]) -> float:
         return min([await _time(make(), chunks) for _ in range(rounds)])
 
-    base = await best(PassThrough)
+    base = await best(SyncPassThrough)
     rows = [Row("pass-through (baseline)", len(chunks), base, 0.0)]
     for name, make in PROCESSORS.items():
         us = await best(make)

@@ -28,20 +28,12 @@ from typing import Any
 import attrs
 import trio
 
-from procession import Agent, Processor
+from procession import Agent
 from procession.actors import ExecutionMode
 from procession.chunks import Chunk, text_delta
-from procession.testing import ScriptedModel
+from procession.testing import PassThrough, ScriptedModel
 
 PROCESSORS = 5
-
-
-class PassThrough(Processor):
-    def __init__(self, index: int) -> None:
-        self.id = f"pass-{index}"
-
-    async def process_output_stream(self, args: Any) -> Any:
-        return args.part
 
 
 @attrs.frozen
@@ -83,7 +75,9 @@ def _agent_workload(mode: ExecutionMode) -> Workload:
 async def _floor(runs: int, chunks: int) -> Callable[[], Awaitable[None]]:
     """One task per stream, awaiting the 5 hooks per chunk: no agent at all."""
     turn: list[Chunk] = [text_delta("x ") for _ in range(chunks)]
-    hooks = [PassThrough(i).process_output_stream for i in range(PROCESSORS)]
+    hooks: list[Callable[[Any], Awaitable[Any]]] = [
+        PassThrough(i).process_output_stream for i in range(PROCESSORS)
+    ]
 
     class Args:
         part: Any = None

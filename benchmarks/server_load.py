@@ -32,20 +32,12 @@ from typing import Any
 import attrs
 import trio
 
-from procession import Agent, Processor
+from procession import Agent
 from procession.chunks import TextDeltaChunk, TextDeltaPayload
 from procession.server import create_app, serve
-from procession.testing import Delay, ScriptedModel
+from procession.testing import Delay, PassThrough, ScriptedModel
 
 HOLD_S = 1.0  # every stream waits this long before its first delta: all open
-
-
-class PassThrough(Processor):
-    def __init__(self, index: int) -> None:
-        self.id = f"pass-{index}"
-
-    async def process_output_stream(self, args: Any) -> Any:
-        return args.part
 
 
 @attrs.frozen

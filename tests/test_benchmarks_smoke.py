@@ -137,3 +137,15 @@ def test_the_server_load_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
     assert leaving.reserved_after == plain.reserved_after == 0
     assert all(r.chunks_per_s > 0 for r in rows)
     assert "vs library" in capsys.readouterr().out
+
+
+def test_the_many_runs_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _module, rows = run_quick("many_runs")
+    assert [r.setup for r in rows] == [
+        "floor (task per stream)",
+        "agent fused",
+        "agent actors",
+    ]
+    assert all(r.chunks_per_second > 0 for r in rows)
+    assert all(r.kib_per_run > 0 for r in rows)
+    assert "summary: 20 concurrent runs" in capsys.readouterr().out

@@ -382,6 +382,7 @@ class OutputPipeline:
                         if not (
                             result is item
                             or result is None
+                            or result is _STOP  # _raised: a tripwire or failure
                             or result.__class__ in _CHUNK_SET
                         ):
                             result = stage._checked(result, item)

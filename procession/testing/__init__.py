@@ -14,6 +14,8 @@
 * ``fail_at`` / ``stall`` / ``drip``: fault injection on a scripted turn (an
   error at chunk k, a stall, a slow drip), on trio's clock.
 * ``collect_stream``: run an agent, keep its chunks and its result.
+* ``PassThrough`` / ``SyncPassThrough``: output processors that change
+  nothing (the baseline of a processor benchmark).
 * The pytest plugin (loaded by the ``pytest11`` entry point ``procession``):
   ``async def`` tests under trio on an autojump clock, and fixtures; see
   ``procession.testing._pytest_plugin``.
@@ -29,6 +31,8 @@ from ._collect import collect_stream as collect_stream
 from ._faults import drip as drip
 from ._faults import fail_at as fail_at
 from ._faults import stall as stall
+from ._pass_through import PassThrough as PassThrough
+from ._pass_through import SyncPassThrough as SyncPassThrough
 from ._reference import SequentialRun as SequentialRun
 from ._reference import run_sequential as run_sequential
 from ._run_shape import RunEnd as RunEnd
@@ -48,6 +52,7 @@ __all__ = [
     "CallLog",
     "CollectedRun",
     "Delay",
+    "PassThrough",
     "RecordedCall",
     "RunEnd",
     "ScriptError",
@@ -55,6 +60,7 @@ __all__ = [
     "ScriptedModel",
     "ScriptedResponse",
     "SequentialRun",
+    "SyncPassThrough",
     "assert_modes_agree",
     "assert_run_shape",
     "assert_split_invariant",
