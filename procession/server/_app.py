@@ -23,7 +23,8 @@ from ..chunks import Chunk
 from ..memory import ThreadOwnershipError
 from ..processors import ConfigurationError
 from ..runtime import Agent, AgentResult
-from ._bus import InProcessRunBus, RunBus
+from ._bus import InProcessRunBus, RunBus, RunBusError
+from ._bus_redis import RedisRunBus
 from ._http import (
     ClientGone,
     HttpError,
@@ -47,7 +48,7 @@ from ._memory_routes import (
     threads_body,
 )
 from ._requests import RunRequest, parse_chat_body, parse_run_body
-from ._resume import GAP_ERROR_NAME, follow_log, last_event_id, stream_resumable
+from ._resume import follow_log, last_event_id, lost_frames, stream_resumable
 from ._security import Cors, Token, check_token, resolve_tokens
 from ._streaming import RunRegistry, StreamSettings, stream_response, watch_disconnect
 from ._tracing import RequestSpan, enter_run, request_span, under
@@ -220,7 +221,7 @@ class ProcessionApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await self._lifespan(receive, send)
             return
         if scope["type"] != "http":
             return  # websockets: not served
@@ -369,12 +370,19 @@ class ProcessionApp:
         request: RunRequest,
         settings: StreamSettings,
         resume_key: str,
-        gap_frame: Callable[[str], bytes],
+        gap_frame: Callable[[str, str], bytes],
     ) -> None:
         request = await self._scoped(agent, request, req.token)
-        if self.bus is not None and self.bus.lookup(resume_key) is not None:
-            raise HttpError(409, f"{resume_key} is already running")
         run = self._start_run(agent, request, req.span)
+        if self.bus is not None:
+            try:
+                publisher = await self.bus.open_run(
+                    resume_key,
+                    run_id=request.run_id,
+                    lost_frames=lost_frames(settings, request.run_id),
+                )
+            except KeyError:
+                raise HttpError(409, f"{resume_key} is already running") from None
         self.runs.reserved += 1
         try:
             if self.bus is None:
@@ -387,7 +395,6 @@ class ProcessionApp:
                     shutdown=self.shutdown_event,
                 )
                 return
-            publisher = self.bus.open(resume_key)
             try:
                 await stream_resumable(
                     req.send,
@@ -401,6 +408,7 @@ class ProcessionApp:
                     gap_frame=gap_frame,
                 )
             finally:
+                await _close_quietly(publisher)
                 self.bus.remove(resume_key)
         finally:
             self.runs.reserved -= 1
@@ -415,7 +423,7 @@ class ProcessionApp:
             request,
             self._mastra_settings(run_id),
             f"run:{run_id}",
-            lambda message: _mastra_gap_frame(message, run_id),
+            lambda name, message: _mastra_gap_frame(name, message, run_id),
         )
 
     def _mastra_settings(self, run_id: str) -> StreamSettings:
@@ -446,7 +454,7 @@ class ProcessionApp:
             request,
             self._ui_settings(),
             f"chat:{chat_id or request.run_id}",
-            lambda message: _ui_error_frame(f"{GAP_ERROR_NAME}: {message}"),
+            lambda name, message: _ui_error_frame(f"{name}: {message}"),
         )
 
     async def _follow(
@@ -454,15 +462,20 @@ class ProcessionApp:
         req: _Request,
         key: str,
         settings: StreamSettings,
-        gap_frame: Callable[[str], bytes],
+        gap_frame: Callable[[str, str], bytes],
     ) -> bool:
-        """Replay and follow the live run under ``key``; False (nothing
-        sent) when there is none."""
-        publisher = self.bus.lookup(key) if self.bus is not None else None
-        if publisher is None:
+        """Replay and follow the run under ``key``; False (nothing sent)
+        when there is none."""
+        if self.bus is None:
             return False
-        after = last_event_id(req.scope)
-        async with publisher.attach(after) as subscription:
+        try:
+            after = self.bus.parse_event_id(last_event_id(req.scope))
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
+        log = await self.bus.find(key)
+        if log is None:
+            return False
+        async with log.attach(after) as subscription:
             await req.send(
                 {
                     "type": "http.response.start",
@@ -480,7 +493,7 @@ class ProcessionApp:
             req,
             f"run:{run_id}",
             self._mastra_settings(run_id),
-            lambda message: _mastra_gap_frame(message, run_id),
+            lambda name, message: _mastra_gap_frame(name, message, run_id),
         )
         if not found:
             raise HttpError(404, f"no run {run_id!r} is running that can be resumed")
@@ -490,7 +503,7 @@ class ProcessionApp:
             req,
             f"chat:{req.params['chat']}",
             self._ui_settings(),
-            lambda message: _ui_error_frame(f"{GAP_ERROR_NAME}: {message}"),
+            lambda name, message: _ui_error_frame(f"{name}: {message}"),
         )
         if not found:
             # Nothing to resume, which the AI SDK reads from a 204.
@@ -527,13 +540,43 @@ class ProcessionApp:
 
     async def _cancel(self, req: _Request) -> None:
         self._agent(req.params["agent"])
-        stream = self.runs.streams.get(req.params["run"])
+        run_id = req.params["run"]
+        here = await self.cancel_here(run_id)
+        if not here and (self.bus is None or not await self.bus.cancel(run_id)):
+            raise HttpError(404, f"no run {run_id!r} is running")
+        await send_json(req.send, 200, {"message": "Run cancelled", "runId": run_id})
+
+    async def cancel_here(self, run_id: str) -> bool:
+        """Cancel run ``run_id`` if this process executes it; True if so (the
+        bus calls this for a cancel sent to another replica)."""
+        stream = self.runs.streams.get(run_id)
         if stream is None:
-            raise HttpError(404, f"no run {req.params['run']!r} is running")
+            await trio.lowlevel.checkpoint()
+            return False
         await stream.cancel()
-        await send_json(
-            req.send, 200, {"message": "Run cancelled", "runId": stream.run_id}
-        )
+        return True
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """ASGI lifespan: the bus runs (its connections, leases, remote
+        cancels) from startup to shutdown; a bus that cannot start fails the
+        startup with its reason."""
+        message = await receive()
+        if message["type"] != "lifespan.startup":  # pragma: no cover - ASGI order
+            return
+        if self.bus is None:
+            await send({"type": "lifespan.startup.complete"})
+            await _until_shutdown(receive)
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        try:
+            async with self.bus.running(self.cancel_here):
+                await send({"type": "lifespan.startup.complete"})
+                await _until_shutdown(receive)
+        except Exception as exc:
+            logger.exception("the run bus failed")
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
 
     # --- memory ----------------------------------------------------------------
 
@@ -569,12 +612,12 @@ def _new_turn(
     return messages
 
 
-def _mastra_gap_frame(message: str, run_id: str) -> bytes:
+def _mastra_gap_frame(name: str, message: str, run_id: str) -> bytes:
     wire = {
         "type": "error",
         "runId": run_id,
         "from": "AGENT",
-        "payload": {"error": {"name": GAP_ERROR_NAME, "message": message}},
+        "payload": {"error": {"name": name, "message": message}},
     }
     return b"data: " + dumps(wire) + b"\n\n"
 
@@ -591,14 +634,19 @@ def _message(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+async def _until_shutdown(receive: Receive) -> None:
+    while (await receive())["type"] != "lifespan.shutdown":
+        pass
+
+
+async def _close_quietly(publisher: Any) -> None:
+    """Close a run's log that the run may not have closed (it never
+    started); a bus failure is logged, not raised over the response."""
+    try:
+        with trio.CancelScope(shield=True):
+            await publisher.aclose()
+    except RunBusError as exc:
+        logger.error("a run's log was not closed: %s", exc)
 
 
 def create_app(
@@ -612,6 +660,7 @@ def create_app(
     resume: bool | RunBus = False,
     resume_grace_s: float = 30.0,
     resume_buffer_frames: int = 1024,
+    bus: RunBus | str | None = None,
     tracer_provider: Any = None,
 ) -> ProcessionApp:
     """An ASGI 3 app serving ``agents``.
@@ -642,8 +691,14 @@ def create_app(
         resume_grace_s: how long a run waits, with no client, for one to come
             back.
         resume_buffer_frames: the frames of each run kept for replay (with
-            ``resume=True``); a resumer asking for older ones gets an error
-            frame named ``ReplayGapError``.
+            ``resume=True`` or a bus URL); a resumer asking for older ones
+            gets an error frame named ``ReplayGapError``.
+        bus: where resumable runs live, which turns resume on: a ``RunBus``
+            (e.g. ``RedisRunBus(url, lease_s=...)``) or a ``redis://`` URL
+            (a ``RedisRunBus``): clients resume and cancel a run on any
+            server process sharing the Redis, and a run whose process died
+            ends with an ``error`` named ``RunLostError``, then
+            ``step-finish`` and ``finish``.
         tracer_provider: where the request spans go (default the global
             OpenTelemetry provider; nothing is recorded without an SDK).
 
@@ -660,7 +715,7 @@ def create_app(
         resume_grace_s=resume_grace_s,
         resume_buffer_frames=resume_buffer_frames,
     )
-    bus = _run_bus(resume, resume_buffer_frames)
+    run_bus = _run_bus(resume, resume_buffer_frames, bus)
     return ProcessionApp(
         agent_list,
         tokens=resolve_tokens(tokens),
@@ -668,7 +723,7 @@ def create_app(
         max_concurrent_runs=max_concurrent_runs,
         keepalive_s=float(keepalive_s),
         cors=cors,
-        bus=bus,
+        bus=run_bus,
         resume_grace_s=float(resume_grace_s),
         tracer_provider=tracer_provider,
     )
@@ -706,15 +761,20 @@ def _check_options(
         )
 
 
-def _run_bus(resume: bool | RunBus, buffer_frames: int) -> RunBus | None:
-    """The run bus ``resume=`` asks for (None: resume off)."""
-    bus: RunBus | None
+def _run_bus(
+    resume: bool | RunBus, buffer_frames: int, bus: RunBus | str | None = None
+) -> RunBus | None:
+    """The run bus ``resume=`` and ``bus=`` ask for (None: resume off)."""
+    if isinstance(bus, str):
+        return RedisRunBus(bus, buffer_frames=buffer_frames)
+    if bus is not None:
+        if not isinstance(bus, RunBus):
+            raise ConfigurationError(f"bus must be a RunBus or a URL, got {bus!r}")
+        return bus
     if resume is True:
-        bus = InProcessRunBus(buffer_frames=buffer_frames)
-    elif resume is False or resume is None:
-        bus = None
-    elif isinstance(resume, RunBus):
-        bus = resume
-    else:
-        raise ConfigurationError(f"resume must be a bool or a RunBus, got {resume!r}")
-    return bus
+        return InProcessRunBus(buffer_frames=buffer_frames)
+    if resume is False or resume is None:
+        return None
+    if isinstance(resume, RunBus):
+        return resume
+    raise ConfigurationError(f"resume must be a bool or a RunBus, got {resume!r}")
