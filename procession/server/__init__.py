@@ -37,7 +37,6 @@ only the core install.
 
 from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._app import ProcessionApp as ProcessionApp
-from ._app import create_app as create_app
 from ._bus import InProcessRunBus as InProcessRunBus
 from ._bus import ReplayGap as ReplayGap
 from ._bus import RunBus as RunBus
@@ -46,6 +45,7 @@ from ._bus import RunLog as RunLog
 from ._bus import RunPublisher as RunPublisher
 from ._bus import RunSubscription as RunSubscription
 from ._bus_redis import RedisRunBus as RedisRunBus
+from ._create import create_app as create_app
 from ._mastra import DONE_FRAME as DONE_FRAME
 from ._mastra import KEEPALIVE_FRAME as KEEPALIVE_FRAME
 from ._mastra import agent_info as agent_info

@@ -15,7 +15,8 @@ import trio
 
 from ..processors import ConfigurationError
 from ..runtime import Agent
-from ._app import ProcessionApp, create_app
+from ._app import ProcessionApp
+from ._create import create_app
 from ._security import check_bind
 
 __all__ = ["load_target", "serve"]
