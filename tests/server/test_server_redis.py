@@ -6,6 +6,7 @@ restarted mid-run. Skipped (with the reason) without
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -359,3 +360,34 @@ def test_bus_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
         main(["serve", "tests/server/redis_target.py:app", "--bus", "redis://x"]) == 2
     )
     assert "give it its bus in create_app" in capsys.readouterr().err
+
+
+async def test_a_run_longer_than_its_lease_keeps_it_by_renewing() -> None:
+    # Lease 0.3 s, runs of 2 s that are silent 0.5 s at a time: without
+    # renewals a follower waiting out a silence would find the lease gone and
+    # mark the run lost; renewed (every 0.1 s, the three runs in one call),
+    # each ends cleanly.
+    bus = RedisRunBus(redis_url(), lease_s=0.3, prefix=unique_prefix())
+    turns = [slow_turn(4, 0.5) for _ in range(3)]
+    app = create_app([make_agent(ScriptedModel(turns))], bus=bus, keepalive_s=0)
+    bodies: list[bytes] = []
+
+    async def one(run_id: str) -> None:
+        async with open_exchange(
+            app,
+            "POST",
+            "/api/agents/helper/stream",
+            json_body={"messages": "Hi", "runId": run_id},
+        ) as exchange:
+            bodies.append(await exchange.read_all())
+
+    async with bus.running(app.cancel_here), trio.open_nursery() as nursery:
+        for i in range(3):
+            nursery.start_soon(one, f"r-long-{i}")
+    assert len(bodies) == 3
+    for body in bodies:
+        # Every frame has its id line first: drop it to read the data.
+        events = sse_events(re.sub(rb"id: [0-9-]+\n", b"", body))
+        assert events[-1] == "[DONE]"
+        assert [e["type"] for e in events[-2:-1]] == ["finish"]
+        assert "RunLostError" not in body.decode()
