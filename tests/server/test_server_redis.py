@@ -6,6 +6,7 @@ restarted mid-run. Skipped (with the reason) without
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -345,7 +346,9 @@ async def _never(run_id: str) -> bool:
     return False
 
 
-def test_bus_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bus_options_are_checked(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
     agent = make_agent(ScriptedModel([]))
     with pytest.raises(ConfigurationError, match="bus must be a RunBus"):
         create_app([agent], bus=42)  # type: ignore[arg-type]
@@ -356,9 +359,14 @@ def test_bus_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
     app = create_app([agent], bus="redis://localhost:6379/0")
     assert isinstance(app.bus, RedisRunBus)
     assert app.resume
-    assert (
-        main(["serve", "tests/server/redis_target.py:app", "--bus", "redis://x"]) == 2
+    target = tmp_path / "served_app.py"
+    target.write_text(
+        "from procession.runtime import Agent\n"
+        "from procession.server import create_app\n"
+        "from procession.testing import ScriptedModel\n"
+        "app = create_app([Agent(id='a', instructions='.', model=ScriptedModel([]))])\n"
     )
+    assert main(["serve", f"{target}:app", "--bus", "redis://x"]) == 2
     assert "give it its bus in create_app" in capsys.readouterr().err
 
 
