@@ -582,6 +582,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow a non-loopback --host with no bearer token configured",
     )
+    serve.add_argument(
+        "--bus",
+        default=os.environ.get("PROCESSION_BUS_URL") or None,
+        help="redis://host:port/db: resumable runs in Redis Streams, shared "
+        "with the other servers on that Redis (default $PROCESSION_BUS_URL; "
+        "none: runs end with their client)",
+    )
     return parser
 
 
@@ -592,9 +599,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         if args.target:
-            app = load_target(args.target)
+            app = load_target(args.target, bus=args.bus)
         else:
-            app = create_app([demo_agent(ServedDemoModel())])
+            app = create_app([demo_agent(ServedDemoModel())], bus=args.bus)
         check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
     except ConfigurationError as exc:
         print(f"procession serve: {exc}", file=sys.stderr)

@@ -149,3 +149,17 @@ def test_the_many_runs_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> Non
     assert all(r.chunks_per_second > 0 for r in rows)
     assert all(r.kib_per_run > 0 for r in rows)
     assert "summary: 20 concurrent runs" in capsys.readouterr().out
+
+
+def test_the_redis_bus_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    # Through Redis when a test server is set (always under CI: .ci/redis).
+    with_redis = bool(os.environ.get("PROCESSION_TEST_REDIS_URL"))
+    if os.environ.get("CI") == "true":
+        assert with_redis, "CI=true but PROCESSION_TEST_REDIS_URL is not set"
+    _module, rows = run_quick("redis_bus")
+    assert [r.bus for r in rows] == ["in-process", "redis"][: 1 + with_redis]
+    for row in rows:
+        assert row.runs == 10
+        assert row.frames_per_s > 0
+        assert 0 < row.p50_us <= row.p99_us
+    assert "frames/s" in capsys.readouterr().out

@@ -24,7 +24,10 @@ Routes:
 * ``GET /``: a small chat page (no build step) showing what processors did.
 
 Resume (``create_app(resume=True)``) keeps runs behind a ``RunBus``;
-``InProcessRunBus`` is the one-process implementation. Each request is an
+``InProcessRunBus`` is the one-process implementation, ``RedisRunBus``
+(``create_app(bus="redis://...")``, ``procession serve --bus``; the ``redis``
+extra) the one for several server processes: resume and cancel on any
+replica, a lease per run, runs of a dead replica marked failed. Each request is an
 OpenTelemetry span when a recording provider exists, the run's
 ``invoke_agent`` span its child.
 
@@ -34,18 +37,23 @@ only the core install.
 
 from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._app import ProcessionApp as ProcessionApp
-from ._app import create_app as create_app
 from ._bus import InProcessRunBus as InProcessRunBus
 from ._bus import ReplayGap as ReplayGap
 from ._bus import RunBus as RunBus
+from ._bus import RunBusError as RunBusError
+from ._bus import RunLog as RunLog
 from ._bus import RunPublisher as RunPublisher
 from ._bus import RunSubscription as RunSubscription
+from ._bus_redis import RedisRunBus as RedisRunBus
+from ._create import create_app as create_app
 from ._mastra import DONE_FRAME as DONE_FRAME
 from ._mastra import KEEPALIVE_FRAME as KEEPALIVE_FRAME
 from ._mastra import agent_info as agent_info
 from ._mastra import generate_body as generate_body
 from ._mastra import mastra_frame as mastra_frame
+from ._resume import BUS_ERROR_NAME as BUS_ERROR_NAME
 from ._resume import GAP_ERROR_NAME as GAP_ERROR_NAME
+from ._resume import RUN_LOST_ERROR_NAME as RUN_LOST_ERROR_NAME
 from ._security import TOKENS_ENV as TOKENS_ENV
 from ._security import Cors as Cors
 from ._security import Token as Token
@@ -57,14 +65,19 @@ from ._ui_stream import ui_chunks as ui_chunks
 from ._ui_stream import ui_frame as ui_frame
 
 __all__ = [
+    "BUS_ERROR_NAME",
     "Cors",
     "DONE_FRAME",
     "GAP_ERROR_NAME",
     "InProcessRunBus",
     "KEEPALIVE_FRAME",
     "ProcessionApp",
+    "RUN_LOST_ERROR_NAME",
+    "RedisRunBus",
     "ReplayGap",
     "RunBus",
+    "RunBusError",
+    "RunLog",
     "RunPublisher",
     "RunSubscription",
     "TOKENS_ENV",

@@ -1,5 +1,5 @@
-"""``create_app``: the ASGI 3 application serving agents over the Mastra and
-AI SDK protocols."""
+"""``ProcessionApp``: the ASGI 3 application serving agents over the Mastra
+and AI SDK protocols (``create_app``, in ``_create``, builds it)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ..chunks import Chunk
 from ..memory import ThreadOwnershipError
 from ..processors import ConfigurationError
 from ..runtime import Agent, AgentResult
-from ._bus import InProcessRunBus, RunBus
+from ._bus import RunBus, RunBusError
 from ._http import (
     ClientGone,
     HttpError,
@@ -47,13 +47,13 @@ from ._memory_routes import (
     threads_body,
 )
 from ._requests import RunRequest, parse_chat_body, parse_run_body
-from ._resume import GAP_ERROR_NAME, follow_log, last_event_id, stream_resumable
-from ._security import Cors, Token, check_token, resolve_tokens
+from ._resume import follow_log, last_event_id, lost_frames, stream_resumable
+from ._security import Cors, Token, check_token
 from ._streaming import RunRegistry, StreamSettings, stream_response, watch_disconnect
 from ._tracing import RequestSpan, enter_run, request_span, under
 from ._ui_stream import UI_STREAM_HEADERS, ui_chunks, ui_frame
 
-__all__ = ["ProcessionApp", "create_app"]
+__all__ = ["ProcessionApp"]
 
 logger: Final = logging.getLogger("procession.server")
 
@@ -220,7 +220,7 @@ class ProcessionApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await self._lifespan(receive, send)
             return
         if scope["type"] != "http":
             return  # websockets: not served
@@ -369,12 +369,19 @@ class ProcessionApp:
         request: RunRequest,
         settings: StreamSettings,
         resume_key: str,
-        gap_frame: Callable[[str], bytes],
+        gap_frame: Callable[[str, str], bytes],
     ) -> None:
         request = await self._scoped(agent, request, req.token)
-        if self.bus is not None and self.bus.lookup(resume_key) is not None:
-            raise HttpError(409, f"{resume_key} is already running")
         run = self._start_run(agent, request, req.span)
+        if self.bus is not None:
+            try:
+                publisher = await self.bus.open_run(
+                    resume_key,
+                    run_id=request.run_id,
+                    lost_frames=lost_frames(settings, request.run_id),
+                )
+            except KeyError:
+                raise HttpError(409, f"{resume_key} is already running") from None
         self.runs.reserved += 1
         try:
             if self.bus is None:
@@ -387,7 +394,6 @@ class ProcessionApp:
                     shutdown=self.shutdown_event,
                 )
                 return
-            publisher = self.bus.open(resume_key)
             try:
                 await stream_resumable(
                     req.send,
@@ -401,6 +407,7 @@ class ProcessionApp:
                     gap_frame=gap_frame,
                 )
             finally:
+                await _close_quietly(publisher)
                 self.bus.remove(resume_key)
         finally:
             self.runs.reserved -= 1
@@ -415,7 +422,7 @@ class ProcessionApp:
             request,
             self._mastra_settings(run_id),
             f"run:{run_id}",
-            lambda message: _mastra_gap_frame(message, run_id),
+            lambda name, message: _mastra_gap_frame(name, message, run_id),
         )
 
     def _mastra_settings(self, run_id: str) -> StreamSettings:
@@ -446,7 +453,7 @@ class ProcessionApp:
             request,
             self._ui_settings(),
             f"chat:{chat_id or request.run_id}",
-            lambda message: _ui_error_frame(f"{GAP_ERROR_NAME}: {message}"),
+            lambda name, message: _ui_error_frame(f"{name}: {message}"),
         )
 
     async def _follow(
@@ -454,15 +461,20 @@ class ProcessionApp:
         req: _Request,
         key: str,
         settings: StreamSettings,
-        gap_frame: Callable[[str], bytes],
+        gap_frame: Callable[[str, str], bytes],
     ) -> bool:
-        """Replay and follow the live run under ``key``; False (nothing
-        sent) when there is none."""
-        publisher = self.bus.lookup(key) if self.bus is not None else None
-        if publisher is None:
+        """Replay and follow the run under ``key``; False (nothing sent)
+        when there is none."""
+        if self.bus is None:
             return False
-        after = last_event_id(req.scope)
-        async with publisher.attach(after) as subscription:
+        try:
+            after = self.bus.parse_event_id(last_event_id(req.scope))
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
+        log = await self.bus.find(key)
+        if log is None:
+            return False
+        async with log.attach(after) as subscription:
             await req.send(
                 {
                     "type": "http.response.start",
@@ -480,7 +492,7 @@ class ProcessionApp:
             req,
             f"run:{run_id}",
             self._mastra_settings(run_id),
-            lambda message: _mastra_gap_frame(message, run_id),
+            lambda name, message: _mastra_gap_frame(name, message, run_id),
         )
         if not found:
             raise HttpError(404, f"no run {run_id!r} is running that can be resumed")
@@ -490,7 +502,7 @@ class ProcessionApp:
             req,
             f"chat:{req.params['chat']}",
             self._ui_settings(),
-            lambda message: _ui_error_frame(f"{GAP_ERROR_NAME}: {message}"),
+            lambda name, message: _ui_error_frame(f"{name}: {message}"),
         )
         if not found:
             # Nothing to resume, which the AI SDK reads from a 204.
@@ -527,13 +539,43 @@ class ProcessionApp:
 
     async def _cancel(self, req: _Request) -> None:
         self._agent(req.params["agent"])
-        stream = self.runs.streams.get(req.params["run"])
+        run_id = req.params["run"]
+        here = await self.cancel_here(run_id)
+        if not here and (self.bus is None or not await self.bus.cancel(run_id)):
+            raise HttpError(404, f"no run {run_id!r} is running")
+        await send_json(req.send, 200, {"message": "Run cancelled", "runId": run_id})
+
+    async def cancel_here(self, run_id: str) -> bool:
+        """Cancel run ``run_id`` if this process executes it; True if so (the
+        bus calls this for a cancel sent to another replica)."""
+        stream = self.runs.streams.get(run_id)
         if stream is None:
-            raise HttpError(404, f"no run {req.params['run']!r} is running")
+            await trio.lowlevel.checkpoint()
+            return False
         await stream.cancel()
-        await send_json(
-            req.send, 200, {"message": "Run cancelled", "runId": stream.run_id}
-        )
+        return True
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """ASGI lifespan: the bus runs (its connections, leases, remote
+        cancels) from startup to shutdown; a bus that cannot start fails the
+        startup with its reason."""
+        message = await receive()
+        if message["type"] != "lifespan.startup":  # pragma: no cover - ASGI order
+            return
+        if self.bus is None:
+            await send({"type": "lifespan.startup.complete"})
+            await _until_shutdown(receive)
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        try:
+            async with self.bus.running(self.cancel_here):
+                await send({"type": "lifespan.startup.complete"})
+                await _until_shutdown(receive)
+        except Exception as exc:
+            logger.exception("the run bus failed")
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
 
     # --- memory ----------------------------------------------------------------
 
@@ -569,12 +611,12 @@ def _new_turn(
     return messages
 
 
-def _mastra_gap_frame(message: str, run_id: str) -> bytes:
+def _mastra_gap_frame(name: str, message: str, run_id: str) -> bytes:
     wire = {
         "type": "error",
         "runId": run_id,
         "from": "AGENT",
-        "payload": {"error": {"name": GAP_ERROR_NAME, "message": message}},
+        "payload": {"error": {"name": name, "message": message}},
     }
     return b"data: " + dumps(wire) + b"\n\n"
 
@@ -591,130 +633,16 @@ def _message(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+async def _until_shutdown(receive: Receive) -> None:
+    while (await receive())["type"] != "lifespan.shutdown":
+        pass
 
 
-def create_app(
-    agents: Iterable[Agent],
-    *,
-    tokens: Iterable[str] | Mapping[str, str | None] | None = None,
-    max_body_bytes: int = 1 << 20,
-    max_concurrent_runs: int = 256,
-    keepalive_s: float = 15.0,
-    cors: Cors | None = None,
-    resume: bool | RunBus = False,
-    resume_grace_s: float = 30.0,
-    resume_buffer_frames: int = 1024,
-    tracer_provider: Any = None,
-) -> ProcessionApp:
-    """An ASGI 3 app serving ``agents``.
-
-    Args:
-        agents: the agents, each served under ``/api/agents/{agent.id}``.
-        tokens: the bearer tokens accepted: a list, or a mapping of token to
-            the resource it acts for (``{"token": "resource-id"}``; ``None``:
-            any resource). Default ``$PROCESSION_SERVER_TOKENS``
-            (comma-separated ``token`` or ``token@resource``). With none,
-            requests need no token (serve such an app on loopback only:
-            ``serve`` refuses another address). A token tied to a resource
-            reads only that resource's threads, and a body whose
-            ``memory.resource`` names another is refused (403).
-        max_body_bytes: larger request bodies are refused (413).
-        max_concurrent_runs: runs beyond this are refused (503, ``Retry-After``).
-        keepalive_s: an SSE comment is sent when a stream has been idle this
-            long (0: never).
-        cors: ``Cors(allow_origins=[...])`` to answer browsers from other
-            origins; off by default.
-        resume: ``True`` (an ``InProcessRunBus``) or a ``RunBus``: a run whose
-            client left keeps going until it ends, is cancelled, or
-            ``resume_grace_s`` passes with no client attached; ``GET
-            /api/agents/{agentId}/runs/{runId}/stream`` and ``GET
-            /api/chat/{id}/stream`` replay what a client missed
-            (``Last-Event-ID``) and follow the run. Off by default: a client
-            that leaves cancels its run.
-        resume_grace_s: how long a run waits, with no client, for one to come
-            back.
-        resume_buffer_frames: the frames of each run kept for replay (with
-            ``resume=True``); a resumer asking for older ones gets an error
-            frame named ``ReplayGapError``.
-        tracer_provider: where the request spans go (default the global
-            OpenTelemetry provider; nothing is recorded without an SDK).
-
-    Raises ``ConfigurationError`` for a bad argument.
-    """
-    agent_list = list(agents)
-    if not agent_list:
-        raise ConfigurationError("create_app needs at least one agent")
-    _check_options(
-        max_body_bytes=max_body_bytes,
-        max_concurrent_runs=max_concurrent_runs,
-        keepalive_s=keepalive_s,
-        cors=cors,
-        resume_grace_s=resume_grace_s,
-        resume_buffer_frames=resume_buffer_frames,
-    )
-    bus = _run_bus(resume, resume_buffer_frames)
-    return ProcessionApp(
-        agent_list,
-        tokens=resolve_tokens(tokens),
-        max_body_bytes=max_body_bytes,
-        max_concurrent_runs=max_concurrent_runs,
-        keepalive_s=float(keepalive_s),
-        cors=cors,
-        bus=bus,
-        resume_grace_s=float(resume_grace_s),
-        tracer_provider=tracer_provider,
-    )
-
-
-def _check_options(
-    *,
-    max_body_bytes: int,
-    max_concurrent_runs: int,
-    keepalive_s: float,
-    cors: Cors | None,
-    resume_grace_s: float,
-    resume_buffer_frames: int,
-) -> None:
-    """``ConfigurationError`` for a bad ``create_app`` option."""
-    for name, value in (
-        ("max_body_bytes", max_body_bytes),
-        ("max_concurrent_runs", max_concurrent_runs),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"{name} must be an int >= 1, got {value!r}")
-    if not isinstance(keepalive_s, int | float) or keepalive_s < 0:
-        raise ConfigurationError(f"keepalive_s must be >= 0, got {keepalive_s!r}")
-    if cors is not None and not isinstance(cors, Cors):
-        raise ConfigurationError(f"cors must be a Cors(...) or None, got {cors!r}")
-    if not isinstance(resume_grace_s, int | float) or resume_grace_s < 0:
-        raise ConfigurationError(f"resume_grace_s must be >= 0, got {resume_grace_s!r}")
-    if (
-        isinstance(resume_buffer_frames, bool)
-        or not isinstance(resume_buffer_frames, int)
-        or resume_buffer_frames < 1
-    ):
-        raise ConfigurationError(
-            f"resume_buffer_frames must be an int >= 1, got {resume_buffer_frames!r}"
-        )
-
-
-def _run_bus(resume: bool | RunBus, buffer_frames: int) -> RunBus | None:
-    """The run bus ``resume=`` asks for (None: resume off)."""
-    bus: RunBus | None
-    if resume is True:
-        bus = InProcessRunBus(buffer_frames=buffer_frames)
-    elif resume is False or resume is None:
-        bus = None
-    elif isinstance(resume, RunBus):
-        bus = resume
-    else:
-        raise ConfigurationError(f"resume must be a bool or a RunBus, got {resume!r}")
-    return bus
+async def _close_quietly(publisher: Any) -> None:
+    """Close a run's log that the run may not have closed (it never
+    started); a bus failure is logged, not raised over the response."""
+    try:
+        with trio.CancelScope(shield=True):
+            await publisher.aclose()
+    except RunBusError as exc:
+        logger.error("a run's log was not closed: %s", exc)

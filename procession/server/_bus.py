@@ -1,8 +1,11 @@
 """The run bus: where a resumable run's frames go, so a client that left can
 come back and read what it missed, then follow the live run.
 
-``RunBus`` is the interface (a Redis bus for several processes can implement
-it); ``InProcessRunBus`` keeps each run's log in this process's memory.
+``RunBus`` is the interface; ``InProcessRunBus`` keeps each run's log in
+this process's memory, ``RedisRunBus`` (``_bus_redis``) in Redis Streams
+shared by several server processes. The app uses the async methods
+(``open_run``, ``find``, ``cancel``, ``running``): across processes a lookup is
+a network call.
 
 A run's log is a sequence of SSE frames (already framed for the route's
 protocol), numbered from 1; the number is the frame's SSE ``id:``. The log
@@ -18,9 +21,9 @@ never a silent gap.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 import trio
@@ -29,6 +32,7 @@ __all__ = [
     "InProcessRunBus",
     "ReplayGap",
     "RunBus",
+    "RunBusError",
     "RunPublisher",
     "RunSubscription",
 ]
@@ -37,7 +41,7 @@ __all__ = [
 class ReplayGap(Exception):
     """The frames a resuming client asked for are no longer in the buffer."""
 
-    def __init__(self, wanted: int, oldest: int) -> None:
+    def __init__(self, wanted: int | str, oldest: int | str) -> None:
         super().__init__(
             f"cannot resume from frame {wanted}: the replay buffer starts at "
             f"frame {oldest}; frames in between are gone"
@@ -46,31 +50,45 @@ class ReplayGap(Exception):
         self.oldest = oldest
 
 
+class RunBusError(Exception):
+    """The run bus itself failed (Redis unreachable past the outage budget,
+    the run's lease lost): the route ends the stream with a typed error frame
+    named ``RunBusError``."""
+
+
 class RunSubscription(Protocol):
     """One client reading one run's log."""
 
-    async def receive(self) -> tuple[int, bytes]:
-        """The next frame and its number. Raises ``trio.EndOfChannel`` once
-        the run ended and every frame was read, ``ReplayGap`` when the next
-        frame was dropped. Checkpoints (waits for the run)."""
+    async def receive(self) -> tuple[int | str, bytes]:
+        """The next frame and its id (the SSE ``id:``). Raises
+        ``trio.EndOfChannel`` once the run ended and every frame was read,
+        ``ReplayGap`` when the next frame was dropped, ``RunBusError`` when
+        the bus failed. Checkpoints (waits for the run)."""
+        ...
+
+
+class RunLog(Protocol):
+    """A run's log as a resumer finds it (possibly on another process)."""
+
+    def attach(self, after: Any = None) -> AbstractAsyncContextManager[RunSubscription]:
+        """A subscription to the frames after id ``after`` (what the bus's
+        ``parse_event_id`` returned; None: from the first frame), attached
+        for the block."""
         ...
 
 
 class RunPublisher(Protocol):
     """The run's side of its log."""
 
-    @property
-    def attached(self) -> int:
-        """How many subscribers read the log now."""
+    async def publish(self, frame: bytes) -> int | str:
+        """Append ``frame``; its id. The in-process bus waits while an
+        attached subscriber would fall behind the buffer. ``RunBusError``
+        when the bus failed. Checkpoints."""
         ...
 
-    async def publish(self, frame: bytes) -> int:
-        """Append ``frame``; its number. Waits while an attached subscriber
-        would fall behind the buffer. Checkpoints."""
-        ...
-
-    def close(self) -> None:
-        """The run ended: subscribers read what is left, then the end."""
+    async def aclose(self) -> None:
+        """The run ended: subscribers read what is left, then the end.
+        Checkpoints."""
         ...
 
     async def wait_unattended(self, grace_s: float) -> None:
@@ -78,22 +96,47 @@ class RunPublisher(Protocol):
         seconds (trio's clock). Checkpoints."""
         ...
 
-    def attach(self, after: int = 0) -> AbstractAsyncContextManager[RunSubscription]:
-        """A subscription to the frames after number ``after``, attached for
-        the block."""
+    def attach(self, after: Any = None) -> AbstractAsyncContextManager[RunSubscription]:
+        """As ``RunLog.attach``."""
         ...
+
+
+CancelHere = Callable[[str], Awaitable[bool]]
+"""Cancels the run with this id if this process executes it; True if so."""
 
 
 @runtime_checkable
 class RunBus(Protocol):
     """Run logs by key (``run:<runId>``, ``chat:<chatId>``)."""
 
-    def open(self, key: str) -> RunPublisher:
-        """A new log under ``key``; ``KeyError`` if a live run has the key."""
+    def running(self, cancel_here: CancelHere) -> AbstractAsyncContextManager[None]:
+        """The bus's connections and background work (leases, remote
+        cancels) for the app's lifetime (the ASGI lifespan)."""
         ...
 
-    def lookup(self, key: str) -> RunPublisher | None:
-        """The live run's log under ``key``, or None."""
+    async def open_run(
+        self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
+    ) -> RunPublisher:
+        """A new log under ``key`` for run ``run_id``, held by this process;
+        ``KeyError`` if a live run has the key. ``lost_frames`` are written in
+        the run's place should this process die with it unfinished.
+        Checkpoints; cancelled, no log was opened or the lease expires."""
+        ...
+
+    async def find(self, key: str) -> RunLog | None:
+        """The run's log under ``key`` (live, or ended but still kept), or
+        None. Checkpoints; nothing to undo when cancelled."""
+        ...
+
+    def parse_event_id(self, text: str | None) -> Any:
+        """A ``Last-Event-ID`` header's value as ``attach`` takes it (None:
+        no header); ``ValueError`` if it cannot be one of this bus's ids."""
+        ...
+
+    async def cancel(self, run_id: str) -> bool:
+        """Ask whichever process executes run ``run_id`` to cancel it; False
+        if no live run has that id on the bus. Checkpoints; cancelled, the
+        request may or may not have gone out."""
         ...
 
     def remove(self, key: str) -> None:
@@ -172,6 +215,11 @@ class _Log:
         self.closed = True
         self.changed()
 
+    async def aclose(self) -> None:
+        """``close()`` after one checkpoint."""
+        await trio.lowlevel.checkpoint()
+        self.close()
+
     async def wait_unattended(self, grace_s: float) -> None:
         while True:
             while self.subscribers:
@@ -183,8 +231,8 @@ class _Log:
                 return
 
     @asynccontextmanager
-    async def attach(self, after: int = 0) -> AsyncIterator[_Subscription]:
-        subscription = _Subscription(self, after + 1)
+    async def attach(self, after: int | None = 0) -> AsyncIterator[_Subscription]:
+        subscription = _Subscription(self, (after or 0) + 1)
         self.subscribers.append(subscription)
         self.changed()
         try:
@@ -215,3 +263,37 @@ class InProcessRunBus:
 
     def remove(self, key: str) -> None:
         self._logs.pop(key, None)
+
+    # --- the async RunBus face (the app's) --------------------------------------
+
+    @asynccontextmanager
+    async def running(self, cancel_here: CancelHere) -> AsyncIterator[None]:
+        """Nothing to run: the process's own registry cancels its runs."""
+        yield
+
+    async def open_run(
+        self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
+    ) -> _Log:
+        """``open(key)``: a process that dies takes its logs with it, so the
+        lost frames have nobody to read them. One checkpoint first."""
+        await trio.lowlevel.checkpoint()
+        return self.open(key)
+
+    async def find(self, key: str) -> _Log | None:
+        """``lookup(key)``, after one checkpoint."""
+        await trio.lowlevel.checkpoint()
+        return self.lookup(key)
+
+    def parse_event_id(self, text: str | None) -> int:
+        """The frame number (0 for no header)."""
+        if text is None or not text.strip():
+            return 0
+        text = text.strip()
+        if not text.isdigit():
+            raise ValueError(f"Last-Event-ID must be a frame number, got {text[:40]!r}")
+        return int(text)
+
+    async def cancel(self, run_id: str) -> bool:
+        """No other process to ask: False, after one checkpoint."""
+        await trio.lowlevel.checkpoint()
+        return False

@@ -7,7 +7,10 @@ it ends, an explicit cancel arrives (the cancel route, a graceful
 shutdown), or ``grace_s`` passes with no client attached; then it is
 cancelled. A client that comes back (``Last-Event-ID``: the last frame it
 read) gets what it missed, then follows the live run. Every frame carries an
-SSE ``id:``; keepalive comments do not.
+SSE ``id:``; keepalive comments do not. A failure of the bus itself (Redis
+gone past its outage budget, a lost lease) ends a follower's stream with one
+error frame named ``RunBusError``; the run is cancelled when it can no longer
+publish.
 """
 
 from __future__ import annotations
@@ -20,34 +23,76 @@ from typing import Final
 
 import trio
 
+from ..chunks import (
+    Chunk,
+    ErrorChunk,
+    ErrorPayload,
+    FinishChunk,
+    FinishPayload,
+    StepFinishChunk,
+    StepFinishPayload,
+    StepResultInfo,
+)
 from ..runtime import AgentStream
-from ._bus import ReplayGap, RunPublisher, RunSubscription
-from ._http import HttpError, Receive, Scope, Send, request_header
+from ._bus import ReplayGap, RunBusError, RunPublisher, RunSubscription
+from ._http import Receive, Scope, Send, request_header
 from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
 from ._streaming import RunRegistry, StreamSettings, watch_disconnect
 
-__all__ = ["GAP_ERROR_NAME", "follow_log", "last_event_id", "stream_resumable"]
+__all__ = [
+    "BUS_ERROR_NAME",
+    "GAP_ERROR_NAME",
+    "RUN_LOST_ERROR_NAME",
+    "follow_log",
+    "last_event_id",
+    "lost_frames",
+    "stream_resumable",
+]
 
 logger: Final = logging.getLogger("procession.server")
 
 GAP_ERROR_NAME: Final = "ReplayGapError"
 """The error name in the frame a resumer behind the replay buffer gets."""
+BUS_ERROR_NAME: Final = "RunBusError"
+"""The error name in the frame a follower gets when the run bus failed."""
 
 
-def last_event_id(scope: Scope) -> int:
-    """The ``Last-Event-ID`` header's frame number (0 when absent); a value
-    that is not a frame number is a 400."""
+RUN_LOST_ERROR_NAME: Final = "RunLostError"
+"""The error name in the frames followers get when the run's server died."""
+
+
+def lost_frames(settings: StreamSettings, run_id: str) -> list[bytes]:
+    """The frames a run's followers get if the replica executing it dies:
+    ``error``, ``step-finish``, ``finish`` (Mastra's order for a failed run),
+    then ``[DONE]``."""
+    error = {
+        "name": RUN_LOST_ERROR_NAME,
+        "message": f"run {run_id} was lost: the server running it stopped",
+    }
+    chunks: list[Chunk] = [
+        ErrorChunk(payload=ErrorPayload(error=error), run_id=run_id),
+        StepFinishChunk(
+            payload=StepFinishPayload(step_result=StepResultInfo(reason="error")),
+            run_id=run_id,
+        ),
+        FinishChunk(
+            payload=FinishPayload(step_result=StepResultInfo(reason="error")),
+            run_id=run_id,
+        ),
+    ]
+    frames = [frame for chunk in chunks for frame in settings.encode(chunk)]
+    return [*frames, DONE_FRAME]
+
+
+def last_event_id(scope: Scope) -> str | None:
+    """The ``Last-Event-ID`` header's text (None when absent); the bus parses
+    it (``RunBus.parse_event_id``)."""
     raw = request_header(scope, b"last-event-id")
-    if raw is None or not raw.strip():
-        return 0
-    text = raw.decode("latin-1").strip()
-    if not text.isdigit():
-        raise HttpError(400, f"Last-Event-ID must be a frame number, got {text[:40]!r}")
-    return int(text)
+    return None if raw is None else raw.decode("latin-1")
 
 
-def _with_id(seq: int, frame: bytes) -> bytes:
-    return b"id: %d\n" % seq + frame
+def _with_id(seq: int | str, frame: bytes) -> bytes:
+    return b"id: " + str(seq).encode() + b"\n" + frame
 
 
 async def follow_log(
@@ -55,25 +100,31 @@ async def follow_log(
     receive: Receive,
     subscription: RunSubscription,
     settings: StreamSettings,
-    gap_frame: Callable[[str], bytes],
+    gap_frame: Callable[[str, str], bytes],
 ) -> None:
     """Write the log's frames (each with its ``id:``) to a started response
     until the run's log ends, then end the body; a keepalive comment while
-    idle. Behind the buffer: one ``gap_frame`` and the end. Returns early,
+    idle. Behind the buffer: one ``gap_frame(GAP_ERROR_NAME, message)`` and
+    the end; the bus failing: one ``gap_frame(BUS_ERROR_NAME, message)`` and
+    the end. Returns early,
     leaving the body cut, when the client disconnects. Checkpoints."""
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
         period = settings.keepalive_s if settings.keepalive_s > 0 else math.inf
         tail = b""
         while True:
-            item: tuple[int, bytes] | None = None
+            item: tuple[int | str, bytes] | None = None
             with trio.move_on_after(period):
                 try:
                     item = await subscription.receive()
                 except trio.EndOfChannel:
                     break
                 except ReplayGap as gap:
-                    tail = gap_frame(str(gap))
+                    tail = gap_frame(GAP_ERROR_NAME, str(gap))
+                    break
+                except RunBusError as exc:
+                    logger.error("a follower's run bus failed: %s", exc)
+                    tail = gap_frame(BUS_ERROR_NAME, str(exc))
                     break
             body = KEEPALIVE_FRAME if item is None else _with_id(*item)
             await send({"type": "http.response.body", "body": body, "more_body": True})
@@ -88,12 +139,15 @@ async def _pump(
     done: trio.Event,
 ) -> None:
     """Read the run into its log: its frames, then ``[DONE]`` at a clean end
-    or one failure frame."""
+    or one failure frame. A log that can take no more (``RunBusError``)
+    cancels the run."""
     try:
         try:
             async for chunk in stream:
                 for frame in settings.encode(chunk):
                     await publisher.publish(frame)
+        except RunBusError:
+            raise
         except Exception as exc:
             logger.exception("run %s failed while streaming", stream.run_id)
             await publisher.publish(
@@ -101,8 +155,15 @@ async def _pump(
             )
         else:
             await publisher.publish(DONE_FRAME)
+    except RunBusError as exc:
+        logger.error("run %s: the run bus failed (%s); cancelled", stream.run_id, exc)
+        await stream.cancel()
     finally:
-        publisher.close()
+        try:
+            with trio.CancelScope(shield=True):
+                await publisher.aclose()
+        except RunBusError as exc:
+            logger.error("run %s: its log was not closed: %s", stream.run_id, exc)
         done.set()
 
 
@@ -135,7 +196,7 @@ async def stream_resumable(
     registry: RunRegistry,
     shutdown: trio.Event,
     grace_s: float,
-    gap_frame: Callable[[str], bytes],
+    gap_frame: Callable[[str, str], bytes],
 ) -> None:
     """Stream ``run`` as a 200 SSE response through its log ``publisher``.
     Returns when the run has ended (not when the client leaves): the run
@@ -145,7 +206,7 @@ async def stream_resumable(
         registry.streams[stream.run_id] = stream
         try:
             done = trio.Event()
-            async with publisher.attach(0) as subscription:
+            async with publisher.attach() as subscription:
                 nursery.start_soon(_pump, stream, publisher, settings, done)
                 nursery.start_soon(_cancel_when, stream, shutdown, publisher, grace_s)
                 await send(

@@ -15,7 +15,8 @@ import trio
 
 from ..processors import ConfigurationError
 from ..runtime import Agent
-from ._app import ProcessionApp, create_app
+from ._app import ProcessionApp
+from ._create import create_app
 from ._security import check_bind
 
 __all__ = ["load_target", "serve"]
@@ -81,10 +82,14 @@ async def _signalled() -> None:
             return
 
 
-def load_target(target: str, *, cwd_on_path: bool = True) -> ProcessionApp:
+def load_target(
+    target: str, *, cwd_on_path: bool = True, bus: str | None = None
+) -> ProcessionApp:
     """The app that ``target`` (``"module:attr"`` or ``"path/file.py:attr"``)
     names: an app as it is, or an agent or a list of agents served by
-    ``create_app``. Raises ``ConfigurationError`` saying what was found."""
+    ``create_app`` (with ``bus=bus``: a ``redis://`` URL). Raises
+    ``ConfigurationError`` saying what was found, or for a bus given with an
+    app (which chose its own in ``create_app``)."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigurationError(
@@ -98,15 +103,19 @@ def load_target(target: str, *, cwd_on_path: bool = True) -> ProcessionApp:
     except AttributeError:
         raise ConfigurationError(f"{module_name} has no attribute {attr!r}") from None
     if isinstance(value, ProcessionApp):
+        if bus is not None:
+            raise ConfigurationError(
+                f"{target} is an app: give it its bus in create_app(bus=...), not --bus"
+            )
         return value
     if isinstance(value, Agent):
-        return create_app([value])
+        return create_app([value], bus=bus)
     if (
         isinstance(value, Sequence)
         and value
         and all(isinstance(v, Agent) for v in value)
     ):
-        return create_app(value)
+        return create_app(value, bus=bus)
     raise ConfigurationError(
         f"{target} is {value!r}; expected an Agent, a list of agents or an app "
         f"from create_app"

@@ -92,7 +92,7 @@ async def test_a_resumer_gets_what_it_missed_then_the_live_run(
     assert not model.calls[0].closed_early
     assert app.runs.streams == {}
     assert app.bus is not None
-    assert app.bus.lookup("run:r-1") is None
+    assert await app.bus.find("run:r-1") is None
 
 
 async def test_a_run_nobody_comes_back_to_is_cancelled_after_the_grace(

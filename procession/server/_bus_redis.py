@@ -1,0 +1,583 @@
+"""``RedisRunBus``: run logs in Redis Streams, shared by several server
+processes (replicas) behind one load balancer.
+
+Per run key ``K`` (``run:<runId>``, ``chat:<chatId>``), under ``prefix``:
+
+* ``K:frames``: a stream, one entry per SSE frame (fields ``n``, the frame's
+  number from 1, and ``f``, the frame), then one ``end`` entry. ``XADD`` with
+  ``MAXLEN ~ buffer_frames``; after the run ends the stream expires in
+  ``keep_s``. The SSE ``id:`` of a frame is its entry id.
+* ``K:lease``: the id of the replica executing the run, with a ``lease_s``
+  expiry renewed every ``lease_s / 3``. Taken with ``SET NX`` (Lua), so no
+  run key runs twice at once. Every publish checks it (Lua): a replica that
+  lost its lease stops writing (``RunBusError``).
+* ``K:lost``: the frames to write if the replica dies (``error``,
+  ``step-finish``, ``finish``, ``[DONE]``). A follower that waits and finds
+  the lease gone appends them and the end (Lua, once: the list is deleted).
+* ``K:attached``: how many clients read the run, on any replica (the grace
+  before a run nobody follows is cancelled).
+* ``<prefix>cancel``: a pub/sub channel; a cancel on any replica publishes the
+  run id, the replica that executes it cancels it (latency: one pub/sub hop).
+
+Frames numbers (``n``) let a reader see a gap exactly: a resumer whose
+``Last-Event-ID`` entry was trimmed, or a reader the trimming overtook, gets
+``ReplayGap``, never a silent gap. Redis unreachable: a publish or read
+retries for ``outage_s``, then ``RunBusError``. Needs the ``redis`` extra
+(``coredis``, which runs on trio).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final, TypeVar
+
+import attrs
+import trio
+
+from ..processors import ConfigurationError
+from ._bus import CancelHere, ReplayGap, RunBusError
+
+__all__ = ["RedisRunBus"]
+
+logger: Final = logging.getLogger("procession.server")
+
+_T = TypeVar("_T")
+_ENTRY_ID: Final = re.compile(r"\d+-\d+")
+
+# KEYS: lease, frames, lost, attached; ARGV: replica, lease ms, lost frames...
+_OPEN: Final = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) == false then
+  return 0
+end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+return 1
+"""
+
+# KEYS: lease, frames, lost; ARGV: replica, lease ms, lost frames...
+# Renews the lease; re-takes it when Redis lost it (a restart without
+# persistence) unless the run was ended or reaped meanwhile.
+_RENEW: Final = """
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if owner then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+end
+return 1
+"""
+
+# KEYS: every lease this replica holds; ARGV: replica, lease ms. One call for
+# all of them (a replica with a thousand runs renews in one round trip);
+# returns the 1-based indices of the leases not renewed.
+_RENEW_ALL: Final = """
+local missed = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+  else
+    table.insert(missed, i)
+  end
+end
+return missed
+"""
+
+# KEYS: lease, frames; ARGV: replica, n, frame, maxlen
+_PUBLISH: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
+                  'n', ARGV[2], 'f', ARGV[3])
+"""
+
+# KEYS: lease, frames, lost, attached; ARGV: replica, n, keep s
+_CLOSE: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('XADD', KEYS[2], '*', 'n', ARGV[2], 'end', '1')
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+redis.call('EXPIRE', KEYS[4], ARGV[3])
+return 1
+"""
+
+# KEYS: lease, frames, lost, attached; ARGV: keep s
+# The run's replica is gone (no lease) and the run never ended (its lost
+# frames are still there): write them and the end, once.
+_REAP: Final = """
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 0 then
+  return 0
+end
+local n = 0
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  local fields = last[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'end' then return 0 end
+    if fields[i] == 'n' then n = tonumber(fields[i + 1]) end
+  end
+end
+for _, frame in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+  n = n + 1
+  redis.call('XADD', KEYS[2], '*', 'n', n, 'f', frame)
+end
+redis.call('XADD', KEYS[2], '*', 'n', n + 1, 'end', '1')
+redis.call('DEL', KEYS[3])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[4], ARGV[1])
+return 1
+"""
+
+
+def _coredis() -> Any:
+    try:
+        import coredis
+    except ImportError as exc:  # pragma: no cover - the extra is in dev
+        raise ConfigurationError(
+            f'RedisRunBus needs the redis extra: pip install "procession[redis]" '
+            f"({exc})"
+        ) from exc
+    return coredis
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found += _leaves(exc)
+        else:
+            found.append(exc)
+    return found
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@attrs.define(eq=False)
+class _Keys:
+    lease: str
+    frames: str
+    lost: str
+    attached: str
+
+    @classmethod
+    def of(cls, prefix: str, key: str) -> _Keys:
+        base = f"{prefix}{key}:"
+        return cls(base + "lease", base + "frames", base + "lost", base + "attached")
+
+
+@attrs.define(eq=False)
+class _Subscription:
+    bus: RedisRunBus
+    keys: _Keys
+    cursor: str
+    expected: int  # the number of the next frame wanted
+    pending: list[Any] = attrs.field(factory=list)
+    ended: bool = False
+    gap: ReplayGap | None = None  # found on attach
+
+    async def receive(self) -> tuple[str, bytes]:
+        await trio.lowlevel.checkpoint()
+        if self.gap is not None:
+            raise self.gap
+        while True:
+            if self.pending:
+                taken = self._take(self.pending.pop(0))
+                if taken is not None:
+                    return taken
+                continue
+            if self.ended:
+                raise trio.EndOfChannel
+            await self._fill()
+
+    def _take(self, entry: Any) -> tuple[str, bytes] | None:
+        fields = {_text(k): v for k, v in entry.field_values.items()}
+        n = int(fields["n"])
+        if n < self.expected:
+            # A publish retried after Redis dropped the connection may have
+            # landed twice: the number says this one was read already.
+            self.cursor = _text(entry.identifier)
+            return None
+        if n != self.expected:
+            self.pending.clear()
+            raise ReplayGap(self.expected, n)
+        self.expected += 1
+        self.cursor = _text(entry.identifier)
+        if "end" in fields:
+            self.pending.clear()
+            self.ended = True
+            raise trio.EndOfChannel
+        return self.cursor, bytes(fields["f"])
+
+    async def _fill(self) -> None:
+        bus = self.bus
+        result = await bus.call(
+            lambda client: client.xread(
+                {self.keys.frames: self.cursor}, count=64, block=bus.poll_ms
+            )
+        )
+        entries = next(iter(result.values()), ()) if result else ()
+        if entries:
+            self.pending.extend(entries)
+            return
+        # Nothing new within a poll: the run's replica may be gone.
+        await bus.reap(self.keys)
+
+
+@attrs.define(eq=False)
+class _Publisher:
+    bus: RedisRunBus
+    key: str
+    keys: _Keys
+    run_id: str
+    lost_frames: tuple[bytes, ...]
+    next: int = 1
+    lost: bool = False
+    closed: bool = False
+
+    async def publish(self, frame: bytes) -> str:
+        if self.lost:
+            raise RunBusError(f"run {self.run_id}: this replica lost its lease")
+        bus = self.bus
+        n = self.next
+        entry = await self._append(n, frame)
+        if entry is None and await bus.renew(self):
+            # Redis lost the lease (a restart without persistence) and the
+            # run was not reaped meanwhile: the lease is ours again.
+            entry = await self._append(n, frame)
+        if entry is None:
+            self.lost = True
+            raise RunBusError(f"run {self.run_id}: this replica lost its lease")
+        self.next += 1
+        return _text(entry)
+
+    async def _append(self, n: int, frame: bytes) -> Any:
+        bus = self.bus
+        return await bus.call(
+            lambda client: bus.scripts["publish"](
+                keys=[self.keys.lease, self.keys.frames],
+                args=[bus.replica, n, frame, bus.buffer_frames],
+            )
+        )
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        bus = self.bus
+        if self.lost:
+            await trio.lowlevel.checkpoint()
+            return
+        await bus.call(
+            lambda client: bus.scripts["close"](
+                keys=[
+                    self.keys.lease,
+                    self.keys.frames,
+                    self.keys.lost,
+                    self.keys.attached,
+                ],
+                args=[bus.replica, self.next, bus.keep_s],
+            )
+        )
+
+    async def wait_unattended(self, grace_s: float) -> None:
+        """Polls the attached count (any replica's clients) every
+        ``poll_ms``."""
+        bus = self.bus
+        alone_since: float | None = None
+        while True:
+            raw = await bus.call(lambda client: client.get(self.keys.attached))
+            now = trio.current_time()
+            if raw is not None and int(raw) > 0:
+                alone_since = None
+            elif alone_since is None:
+                alone_since = now
+            elif now - alone_since >= grace_s:
+                return
+            await trio.sleep(min(bus.poll_ms / 1000, max(grace_s, 0.01)))
+
+    def attach(self, after: Any = None) -> Any:
+        return _RedisLog(self.bus, self.keys).attach(after)
+
+
+@attrs.define(eq=False)
+class _RedisLog:
+    bus: RedisRunBus
+    keys: _Keys
+
+    @asynccontextmanager
+    async def attach(self, after: str | None = None) -> AsyncIterator[_Subscription]:
+        bus, keys = self.bus, self.keys
+        subscription = _Subscription(bus, keys, after or "0-0", 1)
+        if after is not None:
+            found = await bus.call(lambda c: c.xrange(keys.frames, after, after))
+            if found:
+                subscription.expected = int(found[0].field_values[b"n"]) + 1
+            else:
+                first = await bus.call(
+                    lambda c: c.xrange(keys.frames, "-", "+", count=1)
+                )
+                oldest = _text(first[0].identifier) if first else "nothing (gone)"
+                subscription.gap = ReplayGap(after, oldest)
+        await bus.call(lambda c: c.incr(keys.attached))
+        try:
+            yield subscription
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(bus.outage_s or 1):
+                await bus.call(lambda c: c.decr(keys.attached))
+
+
+@attrs.define(eq=False)
+class RedisRunBus:
+    """Run logs in Redis Streams at ``url`` (``redis://host:port/db``): a
+    client may resume, and cancel, a run on any replica sharing the Redis.
+
+    Args:
+        url: the Redis server.
+        buffer_frames: each run's stream is trimmed to about this many frames
+            (``MAXLEN ~``); a resumer asking for older ones gets
+            ``ReplayGapError``.
+        lease_s: a replica's hold on a run it executes, renewed every third
+            of it; a run whose replica died is marked failed (its followers
+            get ``error``, ``step-finish``, ``finish``) within about
+            ``lease_s`` plus one poll.
+        keep_s: how long an ended run's stream stays readable.
+        outage_s: how long a read or publish retries an unreachable Redis
+            before it fails with ``RunBusError`` (default ``lease_s``).
+        prefix: the prefix of every key and channel.
+
+    Enter ``running(...)`` (the app's ASGI lifespan does) before use."""
+
+    url: str
+    buffer_frames: int = 1024
+    lease_s: float = 10.0
+    keep_s: int = 600
+    outage_s: float | None = None
+    prefix: str = "procession:"
+    replica: str = attrs.field(factory=lambda: uuid.uuid4().hex, init=False)
+    scripts: dict[str, Any] = attrs.field(factory=dict, init=False)
+    _client: Any = attrs.field(default=None, init=False)
+    _publishers: dict[str, _Publisher] = attrs.field(factory=dict, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.url.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigurationError(
+                f"a Redis bus URL is redis://..., got {self.url!r}"
+            )
+        if self.lease_s <= 0 or self.buffer_frames < 1:
+            raise ConfigurationError("lease_s must be > 0 and buffer_frames >= 1")
+        if self.outage_s is None:
+            self.outage_s = self.lease_s
+
+    @property
+    def poll_ms(self) -> int:
+        """How long a follower's read blocks before it checks the lease."""
+        return max(10, min(250, int(self.lease_s * 1000 / 4)))
+
+    @property
+    def _lease_ms(self) -> int:
+        return max(1, math.ceil(self.lease_s * 1000))
+
+    async def call(self, command: Callable[[Any], Awaitable[_T]]) -> _T:
+        """``command(client)``, retried while Redis is unreachable, for
+        ``outage_s`` at most; then ``RunBusError``. Checkpoints; cancelled,
+        the command may or may not have run."""
+        coredis = _coredis()
+        if self._client is None:
+            raise RunBusError("the Redis run bus is not running (enter bus.running())")
+        assert self.outage_s is not None
+        deadline = trio.current_time() + self.outage_s
+        delay = 0.02
+        while True:
+            try:
+                return await command(self._client)
+            except (coredis.exceptions.ConnectionError, OSError) as exc:
+                if trio.current_time() + delay > deadline:
+                    raise RunBusError(
+                        f"Redis at {self.url} is unreachable: {exc}"
+                    ) from exc
+                logger.warning("Redis unreachable (%s); retrying", exc)
+            await trio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    @asynccontextmanager
+    async def running(self, cancel_here: CancelHere) -> AsyncIterator[None]:
+        """Connects (``RunBusError`` if Redis is unreachable for
+        ``outage_s``), then renews this replica's leases and hands the remote
+        cancels to ``cancel_here`` until the block ends; cancelling the block
+        stops both (the leases then expire)."""
+        coredis = _coredis()
+        client = coredis.Redis.from_url(self.url, max_connections=4096)
+        try:
+            async with self._connected(client, cancel_here):
+                yield
+        except BaseExceptionGroup as group:
+            # coredis runs the client in a task group of its own: a bus that
+            # failed raises its RunBusError, not a group around it.
+            leaves = _leaves(group)
+            if len(leaves) == 1 and isinstance(leaves[0], RunBusError):
+                raise leaves[0] from group
+            raise
+
+    @asynccontextmanager
+    async def _connected(
+        self, client: Any, cancel_here: CancelHere
+    ) -> AsyncIterator[None]:
+        async with client:
+            self._client = client
+            try:
+                for name, source in (
+                    ("open", _OPEN),
+                    ("renew", _RENEW),
+                    ("renew_all", _RENEW_ALL),
+                    ("publish", _PUBLISH),
+                    ("close", _CLOSE),
+                    ("reap", _REAP),
+                ):
+                    self.scripts[name] = client.register_script(source)
+                # Unreachable at startup: RunBusError here, not in a group.
+                await self.call(lambda c: c.ping())
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._renew_leases)
+                    await nursery.start(self._listen_cancels, cancel_here)
+                    yield
+                    nursery.cancel_scope.cancel()
+            finally:
+                self._client = None
+
+    async def _renew_leases(self) -> None:
+        while True:
+            await trio.sleep(self.lease_s / 3)
+            live = [p for p in self._publishers.values() if not (p.closed or p.lost)]
+            if not live:
+                continue
+            try:
+                missed = await self.call(
+                    functools.partial(self._renew_all, [p.keys.lease for p in live])
+                )
+            except RunBusError:
+                logger.exception("leases not renewed")
+                continue
+            for index in missed:
+                await self._renew_or_lose(live[int(index) - 1])
+
+    def _renew_all(self, leases: list[str], client: Any) -> Awaitable[Any]:
+        renew: Any = self.scripts["renew_all"]
+        return renew(keys=leases, args=[self.replica, self._lease_ms])  # type: ignore[no-any-return]
+
+    async def _renew_or_lose(self, publisher: _Publisher) -> None:
+        """A lease the batch did not renew: re-take it if Redis lost it
+        (a restart), else the run's publishes fail from now on."""
+        if publisher.closed or publisher.lost:
+            return
+        try:
+            held = await self.renew(publisher)
+        except RunBusError:
+            logger.exception("run %s: lease not renewed", publisher.run_id)
+            return
+        if not held and not publisher.closed:
+            logger.error("run %s: its lease was lost", publisher.run_id)
+            publisher.lost = True
+
+    async def renew(self, publisher: _Publisher) -> bool:
+        """Renew (or, when Redis lost it, re-take) ``publisher``'s lease;
+        False if another replica holds it or the run was ended.
+        Checkpoints."""
+        keys = publisher.keys
+        held = await self.call(
+            lambda c: self.scripts["renew"](
+                keys=[keys.lease, keys.frames, keys.lost],
+                args=[self.replica, self._lease_ms, *publisher.lost_frames],
+            )
+        )
+        return bool(held)
+
+    async def _listen_cancels(
+        self, cancel_here: CancelHere, task_status: trio.TaskStatus[None]
+    ) -> None:
+        channel = self.prefix + "cancel"
+        async with self._client.pubsub(channels=[channel]) as pubsub:
+            task_status.started()
+            async for message in pubsub:
+                if message["type"] != "message":
+                    continue
+                run_id = _text(message["data"])
+                try:
+                    await cancel_here(run_id)
+                except Exception:
+                    logger.exception("remote cancel of run %s failed", run_id)
+
+    async def open_run(
+        self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
+    ) -> _Publisher:
+        """As ``RunBus.open_run``: the lease is taken with ``SET NX``, so one
+        replica at most runs the key. Checkpoints."""
+        keys = _Keys.of(self.prefix, key)
+        taken = await self.call(
+            lambda c: self.scripts["open"](
+                keys=[keys.lease, keys.frames, keys.lost, keys.attached],
+                args=[self.replica, self._lease_ms, *lost_frames],
+            )
+        )
+        if not taken:
+            raise KeyError(key)
+        publisher = _Publisher(self, key, keys, run_id, tuple(lost_frames))
+        self._publishers[key] = publisher
+        return publisher
+
+    async def find(self, key: str) -> _RedisLog | None:
+        """As ``RunBus.find``. Checkpoints."""
+        keys = _Keys.of(self.prefix, key)
+        found = await self.call(lambda c: c.exists([keys.frames, keys.lease]))
+        return _RedisLog(self, keys) if found else None
+
+    def parse_event_id(self, text: str | None) -> str | None:
+        """A stream entry id (``<ms>-<seq>``), or None for no header."""
+        if text is None or not text.strip():
+            return None
+        text = text.strip()
+        if not _ENTRY_ID.fullmatch(text):
+            raise ValueError(
+                f"Last-Event-ID must be a stream entry id (<ms>-<seq>), got "
+                f"{text[:40]!r}"
+            )
+        return text
+
+    async def cancel(self, run_id: str) -> bool:
+        """Publishes the run id on the cancel channel if run ``run_id`` holds
+        a lease. Checkpoints; cancelled, it may or may not have gone out."""
+        keys = _Keys.of(self.prefix, f"run:{run_id}")
+        if not await self.call(lambda c: c.exists([keys.lease])):
+            return False
+        await self.call(lambda c: c.publish(self.prefix + "cancel", run_id))
+        return True
+
+    async def reap(self, keys: _Keys) -> bool:
+        """Mark the run failed if its replica's lease expired; True if this
+        call did (one Lua call: atomic, so once). Checkpoints."""
+        done = await self.call(
+            lambda c: self.scripts["reap"](
+                keys=[keys.lease, keys.frames, keys.lost, keys.attached],
+                args=[self.keep_s],
+            )
+        )
+        if done:
+            logger.warning(
+                "%s: its replica's lease expired; marked failed", keys.frames
+            )
+        return bool(done)
+
+    def remove(self, key: str) -> None:
+        self._publishers.pop(key, None)
