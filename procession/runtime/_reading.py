@@ -43,6 +43,9 @@ __all__ = [
     "told_finish",
 ]
 
+_END: Final = object()
+"""The end of the model's stream (``_next``)."""
+
 
 class IdleWatch:
     """The model-stream idle timeout: a watchdog task that cancels the read when
@@ -177,18 +180,26 @@ class ModelReader:
         if self._error is not None:
             raise self._error
 
+    async def _next(self, iterator: AsyncIterator[Any]) -> Any:
+        """The model's next chunk, awaited with the idle timer running (it runs
+        only while the run waits for the model); ``_END`` at the end."""
+        watch = self._watch
+        watch.since = trio.current_time()
+        try:
+            return await iterator.__anext__()
+        except StopAsyncIteration:
+            return _END
+        finally:
+            watch.since = None
+
     async def _read_awaited(self, iterator: AsyncIterator[Any]) -> None:
         """Every chunk awaited here and sent over (a response without
         ``next_nowait``)."""
-        control, watch = self._control, self._watch
+        control = self._control
         while True:
-            watch.since = trio.current_time()
-            try:
-                chunk = await iterator.__anext__()
-            except StopAsyncIteration:
+            chunk = await self._next(iterator)
+            if chunk is _END:
                 return
-            finally:
-                watch.since = None
             item = self.accept(chunk)
             if item is None:
                 continue
@@ -199,20 +210,15 @@ class ModelReader:
     async def _serve(self, iterator: AsyncIterator[Any]) -> None:
         """Wait while the puller takes chunks without waiting; when it cannot,
         await the next chunk here and hand it over, then wait again."""
-        watch = self._watch
         while True:
             while not (self._reading or self._done):
                 wakeup = self._coordinator_wakeup = trio.Event()
                 await wakeup.wait()
             if self._done:
                 return
-            watch.since = trio.current_time()
-            try:
-                chunk = await iterator.__anext__()
-            except StopAsyncIteration:
+            chunk = await self._next(iterator)
+            if chunk is _END:
                 return
-            finally:
-                watch.since = None
             item = self.accept(chunk)
             if item is None:
                 continue  # still ours: read on
