@@ -4,6 +4,7 @@ own transaction rules and error translation)."""
 
 from __future__ import annotations
 
+import abc
 import datetime as _dt
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -22,14 +23,16 @@ def utc_now() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC)
 
 
-class SqlBackend:
+class SqlBackend(abc.ABC):
     """The calls of ``MemoryStorage`` both SQL backends make the same way; a
     backend supplies ``_dialect`` and ``_run``."""
 
     _dialect: Any
 
+    @abc.abstractmethod
     async def _run(self, fn: Callable[[Any], T], *, migrate: bool = False) -> T:
-        raise NotImplementedError  # each backend's own
+        """``fn(connection)`` in a worker thread, in the backend's transaction
+        rules, its errors translated to ``StorageError``. Checkpoints."""
 
     async def get_thread(
         self, thread_id: str, *, resource_id: str | None = None

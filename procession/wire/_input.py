@@ -219,7 +219,8 @@ def _from_ui_part(part: Any) -> Any:
         name = kind[len("tool-") :]
     else:
         return part
-    state = _UI_TOOL_STATES.get(part.get("state"))  # type: ignore[arg-type]
+    raw_state = part.get("state")
+    state = _UI_TOOL_STATES.get(raw_state) if isinstance(raw_state, str) else None
     if not isinstance(name, str) or state is None or "toolCallId" not in part:
         return part  # not a tool part we know: kept as an unknown part
     invocation: dict[str, Any] = {

@@ -31,6 +31,7 @@ processor's failure reason (``Moderation failed: ...``).
 
 from __future__ import annotations
 
+import abc
 import logging
 from collections import deque
 from collections.abc import Collection, Sequence
@@ -97,7 +98,7 @@ class _Run:
     tripping: bool = False
 
 
-class _JudgedGuard(Processor):
+class _JudgedGuard(Processor, abc.ABC):
     """The shared machinery (see the module docstring). Subclasses give the
     system prompt, read verdicts (``_assess``) and name their failures."""
 
@@ -156,12 +157,13 @@ class _JudgedGuard(Processor):
 
     # what subclasses say ---------------------------------------------------------
 
+    @abc.abstractmethod
     def _assess(self, verdict: dict[str, Any], where: str) -> Finding:
         """Read ``verdict``; raise ``JudgeError`` when it lacks what is needed."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _failure_reason(self, error: JudgeError) -> str:
-        raise NotImplementedError
+        """The reason given when the judge failed (``error``)."""
 
     def _annotate(self, message: Message, finding: Finding) -> None:
         """``detect``: record ``finding`` on ``message`` (LanguageDetector)."""

@@ -21,6 +21,7 @@ matched text (the tripwire chunk is sent to the client).
 
 from __future__ import annotations
 
+import abc
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias
@@ -70,7 +71,7 @@ def _names(detections: Iterable[Detection], attr: str) -> list[str]:
     return list(dict.fromkeys(getattr(d, attr) for d in detections))
 
 
-class _PatternGuard(Processor):
+class _PatternGuard(Processor, abc.ABC):
     """The machinery ``RegexFilter`` and ``PIIDetector`` share (see the module
     docstring). Subclasses set the reasons and how a match is replaced."""
 
@@ -90,11 +91,13 @@ class _PatternGuard(Processor):
 
     # what subclasses say ---------------------------------------------------------
 
+    @abc.abstractmethod
     def _reason(self, detections: Sequence[Detection], where: str) -> str:
-        raise NotImplementedError
+        """The tripwire's or violation's reason for ``detections``."""
 
+    @abc.abstractmethod
     def _replace(self, detection: Detection) -> str:
-        raise NotImplementedError
+        """What a redacted ``detection`` becomes."""
 
     def _metadata(self, detections: Sequence[Detection]) -> dict[str, Any]:
         metadata: dict[str, Any] = {
