@@ -475,7 +475,8 @@ class RedisRunBus:
 
     def _renew_all(self, leases: list[str], client: Any) -> Awaitable[Any]:
         renew: Any = self.scripts["renew_all"]
-        return renew(keys=leases, args=[self.replica, self._lease_ms])  # type: ignore[no-any-return]
+        result: Awaitable[Any] = renew(keys=leases, args=[self.replica, self._lease_ms])
+        return result
 
     async def _renew_or_lose(self, publisher: _Publisher) -> None:
         """A lease the batch did not renew: re-take it if Redis lost it

@@ -269,6 +269,7 @@ async def test_two_runs_on_one_thread_at_once_take_turns(
 
 def test_memory_must_be_a_memory() -> None:
     with pytest.raises(ConfigurationError, match="memory must be a procession"):
+        # Deliberately the wrong type: the error is what is tested.
         Agent(id="a", model=ScriptedModel(["x"]), memory={"thread": "t"})  # type: ignore[arg-type]
 
 

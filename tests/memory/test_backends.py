@@ -157,6 +157,7 @@ def test_bad_postgres_options_are_configuration_errors(
     options: dict[str, object], match: str
 ) -> None:
     with pytest.raises(ConfigurationError, match=match):
+        # Deliberately the wrong type: the error is what is tested.
         PostgresStorage("postgresql://localhost/db", **options)  # type: ignore[arg-type]
 
 

@@ -202,6 +202,7 @@ def test_memory_options_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="last_messages=True"):
         Memory(storage=storage, last_messages=True)
     with pytest.raises(ConfigurationError, match="working_memory=3"):
+        # Deliberately the wrong type: the error is what is tested.
         Memory(storage=storage, working_memory=3)  # type: ignore[arg-type]
 
 

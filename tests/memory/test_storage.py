@@ -249,6 +249,7 @@ async def test_a_failure_before_commit_writes_nothing(backend: Backend) -> None:
             failures.append("raised")
             raise OSError("disk unplugged")
 
+    # The fault-injection hook is private to the backends, not in the protocol.
     storage._before_commit = kill  # type: ignore[attr-defined]
     expected: type[Exception] = (
         StorageUnavailableError if backend.name == "postgres" else OSError
