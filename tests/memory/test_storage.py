@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
@@ -250,7 +250,7 @@ async def test_a_failure_before_commit_writes_nothing(backend: Backend) -> None:
             raise OSError("disk unplugged")
 
     # The fault-injection hook is private to the backends, not in the protocol.
-    storage._before_commit = kill  # type: ignore[attr-defined]
+    cast(Any, storage)._before_commit = kill
     expected: type[Exception] = (
         StorageUnavailableError if backend.name == "postgres" else OSError
     )
@@ -259,7 +259,7 @@ async def test_a_failure_before_commit_writes_nothing(backend: Backend) -> None:
             "t", "alice", [Message.user("lost"), Message.assistant("lost too")]
         )
     assert failures
-    storage._before_commit = None  # type: ignore[attr-defined]
+    cast(Any, storage)._before_commit = None
     assert texts(await storage.list_messages("t", "alice")) == ["kept"]
     await storage.save_turn("t", "alice", [Message.user("after")])
     assert texts(await storage.list_messages("t", "alice")) == ["kept", "after"]
@@ -291,7 +291,7 @@ async def test_a_cancelled_save_stops_its_query_and_writes_nothing(
         finally:
             finished.set()
 
-    storage._before_commit = slow  # type: ignore[attr-defined]
+    cast(Any, storage)._before_commit = slow
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
@@ -306,7 +306,7 @@ async def test_a_cancelled_save_stops_its_query_and_writes_nothing(
     assert await trio.to_thread.run_sync(finished.wait, 20)
     assert len(outcome) == 1
     assert "interrupted" in outcome[0] or "QueryCanceled" in outcome[0]
-    storage._before_commit = None  # type: ignore[attr-defined]
+    cast(Any, storage)._before_commit = None
     assert await storage.list_messages("t", "alice") == []
     await storage.save_turn("t", "alice", [Message.user("later")])
     assert texts(await storage.list_messages("t", "alice")) == ["later"]
@@ -346,8 +346,9 @@ async def test_schema_versions_say_what_to_run(backend: Backend) -> None:
     await old.aclose()
 
     newer = backend()
-    v1 = newer._schema  # type: ignore[attr-defined]
-    newer._schema = attrs.evolve(  # type: ignore[attr-defined]
+    private = cast(Any, newer)  # the schema is the backend's, not the protocol's
+    v1 = private._schema
+    private._schema = attrs.evolve(
         v1,
         version=v1.version + 1,
         upgrades={

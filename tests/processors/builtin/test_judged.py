@@ -36,6 +36,8 @@ from procession.processors import (
     ProcessInputArgs,
     ProcessOutputStreamArgs,
     PromptInjectionDetector,
+    PromptTextPart,
+    PromptUserMessage,
     StreamParts,
     TripWire,
 )
@@ -46,7 +48,11 @@ from procession.testing.strategies import text_splits
 
 def asked(request: ModelRequest) -> str:
     """The text a judge call was asked about (the user message)."""
-    return str(request.prompt[-1].content[0].text)  # type: ignore[union-attr]
+    last = request.prompt[-1]
+    assert isinstance(last, PromptUserMessage)
+    part = last.content[0]
+    assert isinstance(part, PromptTextPart)
+    return part.text
 
 
 def judge(verdict: Callable[[str], Any], calls: int = 5000) -> ScriptedModel:
