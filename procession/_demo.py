@@ -455,7 +455,7 @@ async def run_demo(
     out: TextIO | None = None,
     *,
     colour: str = "auto",
-    mode: str = "fused",
+    mode: str = "adaptive",
     model: LanguageModel | None = None,
     width: int | None = None,
 ) -> list[AgentResult]:
@@ -470,8 +470,10 @@ async def run_demo(
     if width is None and out.isatty():
         width = shutil.get_terminal_size((80, 24)).columns
     style = _Style(_use_colour(colour, out))
-    if mode not in ("fused", "actors"):
-        raise ConfigurationError(f"mode must be 'fused' or 'actors', got {mode!r}")
+    if mode not in ("adaptive", "fused", "actors"):
+        raise ConfigurationError(
+            f"mode must be 'adaptive', 'fused' or 'actors', got {mode!r}"
+        )
     # A returning user: the conversations share one thread, kept in SQLite.
     memory = Memory(storage=SqliteStorage(":memory:"))
     agent = demo_agent(model, execution_mode=mode, memory=memory)
@@ -549,10 +551,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--mode",
-        choices=["fused", "actors"],
-        default="fused",
-        help="how the output processors run: fused (awaited calls in one task) or "
-        "actors (a task per processor); both print the same",
+        choices=["adaptive", "fused", "actors"],
+        default="adaptive",
+        help="how the output processors run: adaptive (fused, a task of its own "
+        "for a processor seen to wait), fused (awaited calls in one task) or "
+        "actors (a task per processor); all print the same",
     )
     demo.add_argument(
         "--model",

@@ -28,8 +28,8 @@ __all__ = [
     "PipelineStatistics",
 ]
 
-ExecutionMode: TypeAlias = Literal["fused", "actors"]
-MODES: Final = ("fused", "actors")
+ExecutionMode: TypeAlias = Literal["adaptive", "fused", "actors"]
+MODES: Final = ("adaptive", "fused", "actors")
 
 # --- the driver, outcome, statistics --------------------------------------------
 
@@ -129,7 +129,9 @@ def check_arguments(
         raise ConfigurationError(
             f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}"
         )
-    if isinstance(link_capacity, bool) or not (
+    if link_capacity is None:
+        pass  # the mode's default
+    elif isinstance(link_capacity, bool) or not (
         (isinstance(link_capacity, int) and link_capacity >= 0)
         or link_capacity == math.inf
     ):

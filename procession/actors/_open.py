@@ -26,6 +26,7 @@ from ._interface import (
     check_arguments,
 )
 from ._pipeline import _CLOSE_GRACE_SECONDS, OutputPipeline
+from ._split import DEFAULT_LINK_CAPACITY, Splitter
 from ._supervision import unwrapping_a_lone_exception
 
 __all__ = ["open_output_pipeline"]
@@ -41,8 +42,8 @@ async def open_output_pipeline(
     run_id: str | None = None,
     request_context: RequestContext | dict[str, Any] | None = None,
     message_list: Any = None,
-    mode: ExecutionMode = "fused",
-    link_capacity: int | float = 1,
+    mode: ExecutionMode = "adaptive",
+    link_capacity: int | float | None = None,
     checkpoint_every: int = 64,
     driver: PipelineDriver | None = None,
     tracing_context: TracingContext | None = None,
@@ -59,8 +60,11 @@ async def open_output_pipeline(
         run_id: stamped on the chunks the pipeline itself makes (tripwire, error).
         request_context: given to every hook.
         message_list: given to every hook as ``message_list``.
-        mode: ``"fused"`` (default) or ``"actors"``; see the module docstring.
-        link_capacity: buffer size of each link in ``"actors"`` mode (messages).
+        mode: ``"adaptive"`` (default), ``"fused"`` or ``"actors"``; see
+            ``procession.actors._pipeline``'s docstring.
+        link_capacity: buffer size of each link, in messages: in ``"actors"``
+            mode (default 1), and in ``"adaptive"`` mode once it has split
+            (default 4; each message a batch of up to 16 chunks).
         checkpoint_every: the cancellation-latency bound, in source items.
         driver: decides retries and error recovery; without one, a retry request
             ends the stream as a tripwire and error chunks pass through.
@@ -69,6 +73,8 @@ async def open_output_pipeline(
     (``aclose()``), whether or not the stream was read to the end.
     """
     check_arguments(mode, link_capacity, checkpoint_every, source)
+    if link_capacity is None:
+        link_capacity = DEFAULT_LINK_CAPACITY if mode == "adaptive" else 1
     actors = _actors(processors)
     context = (
         request_context
@@ -95,6 +101,10 @@ async def open_output_pipeline(
         if mode == "fused":
             yield pipeline
             return
+        if mode == "adaptive":
+            async with _adaptive(pipeline, link_capacity):
+                yield pipeline
+            return
         with unwrapping_a_lone_exception():
             async with trio.open_nursery() as nursery:
                 receive = await nursery.start(pipeline._supervise)
@@ -120,6 +130,26 @@ async def open_output_pipeline(
             with trio.CancelScope(shield=True) as scope:
                 scope.relative_deadline = _CLOSE_GRACE_SECONDS
                 await _close(aclose())
+
+
+@asynccontextmanager
+async def _adaptive(
+    pipeline: OutputPipeline, link_capacity: int | float
+) -> AsyncIterator[None]:
+    """An adaptive pipeline's block: a nursery its segment tasks go into if
+    it splits (nothing runs there until then), all of it cancelled on leaving."""
+    with unwrapping_a_lone_exception():
+        async with trio.open_nursery() as nursery:
+            splitter = pipeline._splitter = Splitter(pipeline, nursery, link_capacity)
+            try:
+                yield
+            finally:
+                # Only the segments' own scope, as in actors mode: cancelling
+                # this nursery's would also hide, as Cancelled, the exception
+                # a segment may be raising right now.
+                splitter.close()
+                if pipeline._receive is not None:
+                    pipeline._receive.close()
 
 
 async def _close(closing: Awaitable[Any]) -> None:

@@ -26,12 +26,21 @@ Execution modes (``mode=``):
 ``"actors"``
     The design card taken literally: a reader task and one task per stage,
     linked by bounded trio memory channels (``link_capacity`` messages each).
+``"adaptive"`` (the default)
+    Fused, until a stage's async hook is seen to park (to wait on I/O, a
+    sleep, an event: ``_watch``; a mere checkpoint does not count), or from
+    the start for a processor with ``stream_boundary = True``: from the
+    stage's next chunk on, the chain runs as segments in tasks of their own,
+    linked by bounded channels carrying micro-batches (``_split``), so slow
+    processors overlap instead of adding up. A stage stays split once split.
 
 Bounds: in ``"actors"`` mode, with a consumer that stops reading, the number of
 source items read but not yet delivered stays at most
 ``(stages + 1) * link_capacity + 2 * stages + 2`` (one item in hand and one in a
 parked send per stage, one parked in the reader, one in the consumer's hand),
-whatever the stream's length. In ``"fused"`` mode it is 1.
+whatever the stream's length. In ``"fused"`` mode it is 1; in ``"adaptive"``
+mode 1 until the first boundary, then ``((segments + 1) * link_capacity + 2 *
+segments + 2) * 16`` (``_split``).
 
 A driver's source may yield ``Inline(source)``: the items that follow are
 pulled from that ``InlineSource`` in the task that reads the source (the
@@ -99,8 +108,10 @@ from ._markers import (
     _Raise,
     _Violation,
 )
+from ._split import _NOTHING, Splitter
 from ._stage import _CHUNK_SET, _SLOW, _STOP, HOOK, _Pending, _Stage
 from ._supervision import unwrapping_a_lone_exception
+from ._watch import COUNTED, driven, schedule_points
 
 __all__ = ["OutputPipeline"]
 
@@ -151,7 +162,13 @@ class OutputPipeline:
         self._source = source
         self._iterator: AsyncIterator[Any] | None = None
         self._inline: InlineSource | None = None  # see _next_source
-        self._stages = [_Stage(a, self) for a in actors if HOOK in a.spec.hooks]
+        watch = mode == "adaptive"
+        self._stages = [
+            _Stage(a, self, k, watch)
+            for k, a in enumerate(a for a in actors if HOOK in a.spec.hooks)
+        ]
+        self._splitter: Splitter | None = None  # "adaptive": see _split
+        self._task: Any = None  # "adaptive": the reading task (_watch's probe)
         self._buffer: deque[Any] = deque()
         self._pending_terminal: Any = None
         self._resume: list[tuple[int, Any]] = []  # fused mode: see _chain
@@ -168,7 +185,7 @@ class OutputPipeline:
         self._peak = 0
         self._delivered = 0
         for stage in self._stages:
-            stage.out = self._buffer if mode == "fused" else []
+            stage.out = self._buffer if mode != "actors" else []
 
     # control from stages ----------------------------------------------------
 
@@ -183,6 +200,8 @@ class OutputPipeline:
         """The documented bound on source items read but not settled."""
         if self.mode == "fused":
             return 1
+        if self._splitter is not None:
+            return self._splitter.bound()
         stages = len(self._stages)
         if self.link_capacity == math.inf:
             return math.inf
@@ -265,11 +284,27 @@ class OutputPipeline:
         assert self._iterator is not None
         return await self._iterator.__anext__()
 
+    def _take_nowait(self) -> Any:
+        """The next source item if one is at hand without waiting (only an
+        ``Inline`` source can say), else ``_NOTHING``."""
+        inline = self._inline
+        if inline is None:
+            return _NOTHING
+        try:
+            return inline.pull_nowait()
+        except trio.WouldBlock:
+            return _NOTHING
+        except trio.EndOfChannel:
+            self._inline = None
+            return _NOTHING
+
     # fused mode ---------------------------------------------------------------
 
     async def _fill_fused(self) -> None:
         """Pull one source item and run it through every stage (in this task)."""
         assert self._iterator is not None
+        if self._splitter is not None:
+            self._task = trio.lowlevel.current_task()
         if self._resume:
             await self._resume_interrupted()
             return
@@ -374,7 +409,19 @@ class OutputPipeline:
                         args.part = item
                         actor._busy = True
                         try:
-                            result = await stage.fn(args)
+                            watch = stage.watch
+                            if watch is None:
+                                result = await stage.fn(args)
+                            elif watch is COUNTED:  # adaptive: see _watch
+                                task = self._task
+                                points = schedule_points(task)
+                                result = await stage.fn(args)
+                                if schedule_points(task) != points:
+                                    stage.yielded()
+                            else:
+                                result = await driven(stage.fn(args), stage.seen)
+                                if stage.seen.parked:
+                                    stage.parked()
                         except BaseException as exc:
                             result = stage._raised(exc, item)
                         finally:
@@ -582,19 +629,27 @@ class OutputPipeline:
             return item
 
     async def _refill(self) -> None:
-        if self.mode == "fused":
+        splitter = self._splitter
+        if self._receive is None:
+            if splitter is None or not splitter.wanted or self._resume:
+                if self._source_done:
+                    self._finish_completed()
+                    return
+                await self._fill_fused()
+                return
             if self._source_done:
                 self._finish_completed()
                 return
-            await self._fill_fused()
-            return
+            splitter.start()  # adaptive: a stage blocked; split from here on
         assert self._receive is not None
         try:
             message = await self._receive.receive()
         except trio.EndOfChannel:
             self._finish_completed()
             return
-        if message.__class__ is list:
+        if splitter is not None:
+            splitter.received(message)
+        elif message.__class__ is list:
             self._buffer.extend(message)
         else:
             self._buffer.append(message)
@@ -637,6 +692,8 @@ class OutputPipeline:
             and self.driver is not None
             and await self._decided(self.driver.on_retry_request(tripwire))
         ):
+            if self._splitter is not None:
+                self._splitter.retry_decided()
             return None
         return await self._deliver_tripwire(tripwire, item.actor)
 
@@ -693,6 +750,8 @@ class OutputPipeline:
     def _finish_terminal(self, outcome: PipelineOutcome) -> None:
         self.outcome = outcome
         self._finished = True
+        if self._splitter is not None:
+            self._splitter.retry_decided()
         self._buffer.clear()
         if self.driver is not None:
             self.driver.on_terminal(outcome)

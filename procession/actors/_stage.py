@@ -13,6 +13,8 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
+import trio
+
 from .._errors import (
     TripWire,
 )
@@ -35,6 +37,7 @@ from ..processors._contract import (
 )
 from ._actor import ProcessorActor
 from ._markers import NewAttempt, _Custom, _End, _Violation
+from ._watch import COUNTED, DRIVEN, Parked, driven, first_watch, schedule_points
 
 if TYPE_CHECKING:
     from ._pipeline import OutputPipeline
@@ -83,6 +86,7 @@ class _Stage:
         "drop_from",
         "fn",
         "id",
+        "index",
         "is_async",
         "last_drop",
         "on_error",
@@ -90,18 +94,35 @@ class _Stage:
         "parts",
         "passed_failures",
         "pipeline",
+        "seen",
         "skip_data",
         "stopped",
         "warned_drops",
+        "watch",
     )
 
-    def __init__(self, actor: ProcessorActor, pipeline: OutputPipeline) -> None:
+    def __init__(
+        self,
+        actor: ProcessorActor,
+        pipeline: OutputPipeline,
+        index: int = 0,
+        watch: bool = False,
+    ) -> None:
         spec = actor.spec
         hook = spec.hooks[HOOK]
         self.actor = actor
         self.id = spec.id
         self.fn = hook.fn
         self.is_async = hook.is_async
+        self.index = index
+        # "adaptive": how this stage's hook is watched for parking (_watch);
+        # None when it is not (other modes, sync hooks, a stated preference).
+        self.watch: str | None = (
+            first_watch()
+            if watch and hook.is_async and spec.stream_boundary is None
+            else None
+        )
+        self.seen = Parked()
         self.on_error = spec.on_error
         self.skip_data = not spec.process_data_parts
         self.pipeline = pipeline
@@ -219,6 +240,33 @@ class _Stage:
             HOOK,
         )
 
+    # "adaptive": the probe's verdicts (_watch) ---------------------------------
+
+    def yielded(self) -> None:
+        """A call of the hook yielded to trio: drive its calls from now on."""
+        self.watch = DRIVEN
+
+    def parked(self) -> None:
+        """A call of the hook parked: a boundary goes in before this stage."""
+        self.watch = None
+        splitter = self.pipeline._splitter
+        if splitter is not None:
+            splitter.blocked(self.index)
+
+    async def _call_watched(self) -> Any:
+        """Await the async hook under the adaptive probe (``watch`` is set)."""
+        if self.watch is COUNTED:
+            task = trio.lowlevel.current_task()
+            points = schedule_points(task)
+            result = await self.fn(self.args)
+            if schedule_points(task) != points:
+                self.yielded()
+            return result
+        result = await driven(self.fn(self.args), self.seen)
+        if self.seen.parked:
+            self.parked()
+        return result
+
     # the hook -----------------------------------------------------------------
 
     async def apply(self, item: Any, pending: _Pending | None = None) -> Any:
@@ -243,7 +291,10 @@ class _Stage:
             if pending is not None:
                 result = await pending.awaitable
             elif self.is_async:
-                result = await self.fn(self.args)
+                if self.watch is None:
+                    result = await self.fn(self.args)
+                else:
+                    result = await self._call_watched()
             else:
                 result = self.fn(self.args)
                 if _is_awaitable_result(result, item):

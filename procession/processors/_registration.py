@@ -174,6 +174,11 @@ class ProcessorSpec:
     process_data_parts: bool
     on_error: OnError
     on_violation: Callable[[ProcessorViolation], Any] | None
+    stream_boundary: bool | None = None
+    """The processor's say in the ``"adaptive"`` execution mode: ``True``, its
+    ``process_output_stream`` runs in a task of its own from the first chunk;
+    ``False``, never (it stays inline even if its hook parks); ``None``, the
+    pipeline decides by watching the hook."""
 
     def hook(self, name: str) -> HookSpec | None:
         return self.hooks.get(name)
@@ -230,6 +235,12 @@ def _spec_for(processor: object, index: int, lane: str) -> ProcessorSpec:
         raise ConfigurationError(
             f"processor {ident!r}: on_violation is {on_violation!r}, not callable"
         )
+    boundary = getattr(processor, "stream_boundary", None)
+    if boundary is not None and not isinstance(boundary, bool):
+        raise ConfigurationError(
+            f"processor {ident!r}: stream_boundary is {boundary!r}; expected "
+            f"True, False or None"
+        )
     name = getattr(processor, "name", None)
     return ProcessorSpec(
         processor=processor,
@@ -240,6 +251,7 @@ def _spec_for(processor: object, index: int, lane: str) -> ProcessorSpec:
         process_data_parts=bool(getattr(processor, "process_data_parts", False)),
         on_error=on_error,
         on_violation=on_violation,
+        stream_boundary=boundary,
     )
 
 

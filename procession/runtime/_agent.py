@@ -72,7 +72,10 @@ class Agent:
             processor ``prepare-step``.
         model_settings: temperature, max_tokens, ...; provider_options: per
             provider.
-        execution_mode: how output processors run (``"fused"`` or ``"actors"``).
+        execution_mode: how output processors run: ``"adaptive"`` (default:
+            fused, with a task of its own for a processor whose hook is seen
+            to wait on I/O), ``"fused"`` (awaited calls in the consumer's
+            task) or ``"actors"`` (a task per processor).
         idle_timeout: seconds the model stream may go without an *event* (60 by
             default; ``None`` turns it off). The timer runs only while the run
             waits for the model, not while the consumer holds the stream back.
@@ -114,7 +117,7 @@ class Agent:
         model_settings: Mapping[str, Any] | None = None,
         provider_options: Mapping[str, Any] | None = None,
         tool_choice: Any = "auto",
-        execution_mode: ExecutionMode = "fused",
+        execution_mode: ExecutionMode = "adaptive",
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         run_deadline: float | None = None,
         tracer_provider: Any = None,

@@ -32,7 +32,7 @@ ProcessorList = Sequence[object] | Callable[[RequestContext], Sequence[object]]
 
 _T = TypeVar("_T")
 
-EXECUTION_MODES: Final = ("fused", "actors")
+EXECUTION_MODES: Final = ("adaptive", "fused", "actors")
 
 CALL_OPTIONS: Final = (
     "input_processors",
@@ -139,7 +139,7 @@ def check_seconds(name: str, value: Any) -> float | None:
 def check_execution_mode(value: Any) -> ExecutionMode:
     if value not in EXECUTION_MODES:
         raise ConfigurationError(
-            f"execution_mode must be 'fused' or 'actors', got {value!r}"
+            f"execution_mode must be 'adaptive', 'fused' or 'actors', got {value!r}"
         )
     mode: ExecutionMode = value
     return mode

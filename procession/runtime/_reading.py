@@ -4,7 +4,7 @@ The coordinator owns the model call; every await on the model's stream happens
 in its task, inside the run's cancel scopes (the run's end, a granted retry,
 the idle timeout, the run deadline). When the response can give a chunk
 without waiting (``next_nowait``: a scripted model, a parsed backlog) and the
-run is ``"fused"``, the pipeline pulls chunks straight from it in the
+run is not ``"actors"``, the pipeline pulls chunks straight from it in the
 consumer's task and hands the response back to the coordinator only when the
 next chunk would have to be waited for: no task switch per chunk while data is
 at hand, and a cancelled read of the stream never cancels an await inside the
@@ -165,7 +165,7 @@ class ModelReader:
         # are about to make; there each chunk is sent over, as before.
         nowait = (
             getattr(iterator, "next_nowait", None)
-            if self._state.spec.mode == "fused"
+            if self._state.spec.mode != "actors"
             else None
         )
         if nowait is None:

@@ -22,7 +22,7 @@ from procession.processors import (
 )
 from procession.testing import ScriptedModel
 
-MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
+MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")
 each_mode = pytest.mark.parametrize("mode", MODES)
 BASE_EXCEPTIONS = pytest.mark.parametrize("kind", [KeyboardInterrupt, SystemExit])
 

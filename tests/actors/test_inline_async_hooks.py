@@ -34,7 +34,7 @@ class Fails(Processor):
         return args.part
 
 
-@pytest.mark.parametrize("mode", ["fused", "actors"])
+@pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 async def test_an_inline_async_hooks_retry_is_granted(mode: Any) -> None:
     agent = Agent(
         id="a",
@@ -52,7 +52,7 @@ async def test_an_inline_async_hooks_retry_is_granted(mode: Any) -> None:
     assert assert_run_shape(chunks) == "finish"
 
 
-@pytest.mark.parametrize("mode", ["fused", "actors"])
+@pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 @pytest.mark.parametrize(
     ("on_error", "kind"), [("raise", "error"), ("block", "tripwire")]
 )

@@ -29,7 +29,7 @@ from procession.chunks import (
 )
 from procession.processors import ProcessOutputStreamArgs
 
-MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
+MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")
 each_mode = pytest.mark.parametrize("mode", MODES)
 
 DROPPED_ALL = "dropped every chunk"

@@ -49,7 +49,7 @@ from procession.processors import (
     register_processors,
 )
 
-MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
+MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")
 each_mode = pytest.mark.parametrize("mode", MODES)
 
 
@@ -831,7 +831,7 @@ async def test_leaving_early_closes_the_source_and_every_task(
     assert trio.current_time() == start  # nothing waited for a grace period
     assert trio.lowlevel.current_task().child_nurseries == []
     me = trio.lowlevel.current_task()
-    assert len(tasks - {me}) == (0 if mode == "fused" else 3)
+    assert len(tasks - {me}) == (0 if mode != "actors" else 3)
     for task in tasks - {me}:
         assert inspect.getcoroutinestate(task.coro) == inspect.CORO_CLOSED
     assert stream.outcome is not None
@@ -1065,7 +1065,10 @@ async def test_the_users_own_exception_group_is_left_as_it_is(
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"mode": "adaptive-ish"}, r"mode must be one of 'fused', 'actors', got"),
+        (
+            {"mode": "adaptive-ish"},
+            r"mode must be one of 'adaptive', 'fused', 'actors', got",
+        ),
         ({"link_capacity": -1}, r"link_capacity must be a non-negative int.*-1"),
         ({"link_capacity": 1.5}, r"link_capacity must be a non-negative int.*1\.5"),
         ({"link_capacity": True}, r"link_capacity must be a non-negative int.*True"),

@@ -61,7 +61,7 @@ class Handed:
         return self.pull_nowait()
 
 
-@pytest.mark.parametrize("mode", ["fused", "actors"])
+@pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 async def test_inline_items_come_in_source_order_through_the_stages(
     mode: ExecutionMode, autojump_clock: trio.testing.MockClock
 ) -> None:

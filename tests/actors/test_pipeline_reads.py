@@ -20,7 +20,7 @@ from procession.actors import ExecutionMode, open_output_pipeline
 from procession.chunks import TextDeltaChunk, text_delta
 from procession.processors import ProcessOutputStreamArgs
 
-MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
+MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")
 each_mode = pytest.mark.parametrize("mode", MODES)
 
 

@@ -18,7 +18,7 @@ from procession.chunks import Chunk, TextDeltaChunk, text_delta
 from procession.processors import ProcessOutputStreamArgs, StreamParts
 from procession.testing import run_sequential
 
-MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
+MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")
 each_mode = pytest.mark.parametrize("mode", MODES)
 
 READ_ONLY = "stream_parts is a read-only view"

@@ -34,7 +34,7 @@ def test_a_group_without_an_abort_has_none() -> None:
     assert tripwire_in(BaseExceptionGroup("nursery", [ValueError("x")])) is None
 
 
-@pytest.mark.parametrize("mode", ["fused", "actors"])
+@pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 async def test_a_stage_honours_an_abort_raised_beside_a_plain_error(
     mode: ExecutionMode,
 ) -> None:
@@ -66,7 +66,7 @@ async def test_a_stage_honours_an_abort_raised_beside_a_plain_error(
     assert chunks[-1].payload.reason == "blocked b"
 
 
-@pytest.mark.parametrize("mode", ["fused", "actors"])
+@pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 async def test_a_sync_hook_that_returns_an_awaitable_has_it_awaited(
     mode: ExecutionMode,
 ) -> None:

@@ -74,7 +74,7 @@ from procession.processors._contract import (
     read_message_result,
 )
 
-MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
+MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 

@@ -25,7 +25,7 @@ from procession.processors import (
 )
 from procession.testing import Delay, ScriptedModel, text_turn, tool_call_turn
 
-each_mode = pytest.mark.parametrize("mode", ["fused", "actors"])
+each_mode = pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 
 
 @tool

@@ -77,7 +77,7 @@ FEEDBACK = (
 """SPEC §2.5's feedback message for QualityGuardrail's retry reason (the reason
 ends with a period, so two follow)."""
 
-MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
+MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")
 """Stream-hook tests run in both execution modes: the client must see the same
 (SPEC §2.10)."""
 

@@ -36,8 +36,8 @@ from procession.testing import (
     tool_call_turn,
 )
 
-MODES = pytest.mark.parametrize("mode", ["fused", "actors"])
-Mode = Literal["fused", "actors"]
+MODES = pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
+Mode = Literal["adaptive", "fused", "actors"]
 
 
 async def run(agent: Agent, messages: Any = "hi") -> tuple[list[Any], Any]:

@@ -17,7 +17,7 @@ async def test_pass_throughs_deliver_every_chunk_unchanged() -> None:
         for chunk in chunks:
             yield chunk
 
-    for mode in ("fused", "actors"):
+    for mode in ("adaptive", "fused", "actors"):
         processors: list[PassThrough | SyncPassThrough] = [
             PassThrough(0),
             SyncPassThrough(1),

@@ -39,7 +39,7 @@ def send_email(args: Empty) -> str:
     return "sent"
 
 
-@pytest.mark.parametrize("mode", ["fused", "actors"])
+@pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 async def test_a_match_settled_at_text_end_trips_before_the_step_hooks_and_tools(
     mode: Any,
 ) -> None:

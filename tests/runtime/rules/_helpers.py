@@ -37,7 +37,7 @@ from procession.processors import (
     TextPart,
 )
 
-MODES: tuple[ExecutionMode, ...] = ("fused", "actors")
+MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")
 each_mode = pytest.mark.parametrize("mode", MODES)
 
 

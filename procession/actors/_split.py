@@ -1,0 +1,318 @@
+"""The ``"adaptive"`` mode's async boundaries.
+
+An adaptive pipeline runs fused (every stage an awaited call in the consumer's
+task) until a stage's hook is seen to block (``_watch``), or from the start if
+a processor asks for it (``stream_boundary = True``). Then the chain is split
+into *segments*, each run fused in a task of its own, linked by bounded
+channels::
+
+    feeder: source + stages [0, b1)  ->  link  ->  stages [b1, b2)  ->  ...
+        ->  stages [bm, n)  ->  link  ->  the consumer
+
+so a stage that waits on I/O no longer holds up the stages before it (they
+run ahead, up to the links' slack) nor, through them, the model's stream.
+Boundaries only ever get added, at message boundaries, in stream order; a
+stage that stops blocking stays behind its boundary.
+
+Messages on the links are micro-batches (``_Batch``): the feeder gathers up to
+``batch`` source items when they are at hand without waiting (an ``Inline``
+source's backlog: a scripted or cached response, several SSE events parsed
+from one read); a segment merges messages already queued on its link, up to
+the same number of source items. Each batch knows how many source items it
+stands for, so the in-flight count stays exact and bounded:
+``((segments + 1) * link_capacity + 2 * segments + 2) * batch`` source items
+read but not settled. Every message costs one checkpoint at least (its send),
+so the feeder checkpoints at least every ``batch`` source items: that is the
+split pipeline's cancellation-latency bound, beside the fused part's
+``checkpoint_every``.
+
+Each stage processes its items exactly as in ``"actors"`` mode
+(``OutputPipeline._stage_item``), one after another, so the client sees what
+every other mode gives.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from ..data import ErrorChunk
+from ._markers import _DrainBarrier, _Raise
+from ._supervision import unwrapping_a_lone_exception
+
+if TYPE_CHECKING:
+    from ._pipeline import OutputPipeline
+
+__all__: list[str] = []
+
+DEFAULT_LINK_CAPACITY: Final = 4
+"""Messages each adaptive link holds (with batches: up to 64 chunks of slack)."""
+BATCH: Final = 16
+"""The most source items one message stands for."""
+
+
+class _Batch(list[Any]):
+    """A message on an adaptive link: items, and the source items they stand
+    for (``sources``; 0 for a barrier the feeder made)."""
+
+    __slots__ = ("sources",)
+
+    def __init__(self, items: list[Any], sources: int) -> None:
+        super().__init__(items)
+        self.sources = sources
+
+
+class Splitter:
+    """One adaptive pipeline's boundaries and segment tasks."""
+
+    __slots__ = (
+        "boundaries",
+        "capacity",
+        "closed",
+        "decided",
+        "nursery",
+        "pipeline",
+        "segments",
+        "unsettled",
+        "wanted",
+    )
+
+    def __init__(
+        self, pipeline: OutputPipeline, nursery: trio.Nursery, capacity: int | float
+    ) -> None:
+        self.pipeline = pipeline
+        self.nursery = nursery  # the outer one: the supervisor goes there
+        self.capacity = capacity
+        self.boundaries: set[int] = set()
+        """Stage indices with a boundary before them (in force)."""
+        self.wanted: set[int] = {
+            k
+            for k, stage in enumerate(pipeline._stages)
+            if stage.actor.spec.stream_boundary is True
+        }
+        """Stage indices found blocking (or asking), not yet split."""
+        self.segments = 0
+        """Segment tasks running (the feeder not counted)."""
+        self.unsettled = 0
+        """Source items of the batch the consumer is delivering."""
+        self.closed = False
+        self.decided = trio.Event()
+        """Set when the client end has acted on a retry request (or the run
+        ended): the feeder waits for it before reading past a cut."""
+
+    @property
+    def split(self) -> bool:
+        return self.pipeline._receive is not None
+
+    def bound(self) -> int | float:
+        if not self.split:
+            return 1
+        if self.capacity == math.inf:
+            return math.inf
+        m = self.segments
+        return int(((m + 1) * self.capacity + 2 * m + 2) * BATCH)
+
+    def blocked(self, index: int) -> None:
+        """Stage ``index``'s hook parked: a boundary goes in before its next item."""
+        if index not in self.boundaries:
+            self.wanted.add(index)
+
+    def retry_decided(self) -> None:
+        """The client end acted on a retry request, or the stream ended."""
+        self.decided.set()
+        self.decided = trio.Event()
+
+    def close(self) -> None:
+        """The pipeline's block is left: cancel the segment tasks (and any not
+        started yet)."""
+        self.closed = True
+        scope = self.pipeline._cancel_scope
+        if scope is not None:
+            scope.cancel()
+
+    # the first split, from the consumer's task ---------------------------------
+
+    def start(self) -> None:
+        """Split the fused chain at the wanted boundaries (called by the
+        consumer's read, between items, with nothing in flight)."""
+        pipeline = self.pipeline
+        send, receive = trio.open_memory_channel[Any](self.capacity)
+        pipeline._receive = receive
+        cuts = sorted(self.wanted)
+        self.wanted.clear()
+        self.boundaries.update(cuts)
+        self.segments = len(cuts)
+        self.nursery.start_soon(self._supervise, cuts, send)
+
+    async def _supervise(
+        self, cuts: list[int], send: trio.MemorySendChannel[Any]
+    ) -> None:
+        """Own the segment tasks in a nursery of their own, so a terminal event
+        cancels them and never the consumer's code."""
+        pipeline = self.pipeline
+        if self.closed:
+            send.close()
+            return  # the block was left before this task got to run
+        with unwrapping_a_lone_exception():
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery  # later splits start their tasks here
+                pipeline._cancel_scope = nursery.cancel_scope
+                ends = [*cuts[1:], len(pipeline._stages)]
+                first = cuts[0]
+                for lo, hi in reversed(list(zip(cuts, ends, strict=True))):
+                    link_send, link_receive = trio.open_memory_channel[Any](
+                        self.capacity
+                    )
+                    nursery.start_soon(self._segment, lo, hi, link_receive, send)
+                    send = link_send
+                nursery.start_soon(self._feeder, first, send)
+
+    # the feeder: the source and the stages before the first boundary ----------
+
+    async def _feeder(self, hi: int, send: trio.MemorySendChannel[Any]) -> None:
+        pipeline = self.pipeline
+        pending: list[Any] = []
+        sources = 0
+        try:
+            while True:
+                if (
+                    pipeline._retry_raised >= pipeline._entry_attempt
+                    and pipeline._inline is not None
+                ):
+                    # A processor asked to retry this attempt: the rest of the
+                    # model's response is discarded whatever the driver decides,
+                    # so it is not read on (as in fused mode) until it has.
+                    if pending or sources:
+                        send, hi = await self._send(0, hi, send, pending, sources)
+                        pending, sources = [], 0
+                    await self.decided.wait()
+                    continue
+                raw = pipeline._take_nowait()
+                if raw is _NOTHING:
+                    if pending:
+                        send, hi = await self._send(0, hi, send, pending, sources)
+                        pending, sources = [], 0
+                    try:
+                        raw = await pipeline._next_source()
+                    except StopAsyncIteration:
+                        break
+                pipeline._pull_count()
+                item = pipeline._admit(raw)
+                if item is not None and item.__class__ is ErrorChunk:
+                    # Held back until everything before it reached the client
+                    # end, so the driver decides in stream position.
+                    drained = _DrainBarrier()
+                    pending.append(drained)
+                    send, hi = await self._send(0, hi, send, pending, sources)
+                    pending, sources = [], 0
+                    await drained.wait()
+                    if await pipeline._recovered(item):
+                        item = None
+                sources += 1
+                if item is not None:
+                    pending.extend(await self._through(0, hi, [item]))
+                if sources >= BATCH:
+                    send, hi = await self._send(0, hi, send, pending, sources)
+                    pending, sources = [], 0
+            if pending or sources:
+                send, hi = await self._send(0, hi, send, pending, sources)
+        except Exception as exc:
+            # In-band, like everything else: what was read before the failure
+            # reaches the client first.
+            pending.append(_Raise(exc))
+            await send.send(_Batch(pending, sources))
+        finally:
+            send.close()
+
+    # a segment: the stages [lo, hi) behind a boundary ---------------------------
+
+    async def _segment(
+        self,
+        lo: int,
+        hi: int,
+        receive: trio.MemoryReceiveChannel[Any],
+        send: trio.MemorySendChannel[Any],
+    ) -> None:
+        carry: _Batch | None = None
+        try:
+            while True:
+                if carry is None:
+                    try:
+                        message: _Batch = await receive.receive()
+                    except trio.EndOfChannel:
+                        return
+                else:
+                    message, carry = carry, None
+                items = list(message)
+                sources = message.sources
+                while sources < BATCH:  # what is already queued, up to a batch
+                    try:
+                        more: _Batch = receive.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    if sources + more.sources > BATCH:
+                        carry = more
+                        break
+                    items.extend(more)
+                    sources += more.sources
+                out = await self._through(lo, hi, items)
+                send, hi = await self._send(lo, hi, send, out, sources)
+        finally:
+            receive.close()
+            send.close()
+
+    async def _through(self, lo: int, hi: int, items: list[Any]) -> list[Any]:
+        """``items`` through stages [lo, hi), as each stage does in actors mode."""
+        pipeline = self.pipeline
+        stages = pipeline._stages
+        for k in range(lo, hi):
+            stage = stages[k]
+            out: list[Any] = []
+            stage.out = out
+            for item in items:
+                await pipeline._stage_item(stage, item, out)
+            items = out
+        return items
+
+    async def _send(
+        self,
+        lo: int,
+        hi: int,
+        send: trio.MemorySendChannel[Any],
+        items: list[Any],
+        sources: int,
+    ) -> tuple[trio.MemorySendChannel[Any], int]:
+        """Send a batch on (or count it settled when nothing is left of it), then
+        put in any boundary wanted inside [lo, hi): this task keeps the stages
+        before it and hands the rest, and its link onward, to a new task.
+        Returns the task's send channel and end from now on."""
+        if items:
+            await send.send(_Batch(items, sources))
+        else:
+            self.pipeline._settled += sources
+        inside = [k for k in self.wanted if lo <= k < hi and k not in self.boundaries]
+        if not inside:
+            return send, hi
+        cut = min(inside)
+        self.wanted.discard(cut)
+        self.boundaries.add(cut)
+        self.segments += 1
+        link_send, link_receive = trio.open_memory_channel[Any](self.capacity)
+        self.nursery.start_soon(self._segment, cut, hi, link_receive, send)
+        return link_send, cut
+
+    # the consumer's end ----------------------------------------------------------
+
+    def received(self, message: _Batch) -> None:
+        """The consumer took ``message`` off the last link (the previous one is
+        delivered by now): count the previous one settled."""
+        pipeline = self.pipeline
+        pipeline._settled += self.unsettled
+        self.unsettled = message.sources
+        pipeline._buffer.extend(message)
+
+
+_NOTHING: Final = object()
+"""``OutputPipeline._take_nowait``: no source item at hand."""

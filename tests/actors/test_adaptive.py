@@ -1,0 +1,190 @@
+"""The adaptive execution mode: fused until a hook parks, then a boundary."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from procession import Agent
+from procession.actors import _watch as watch_module
+from procession.actors import open_output_pipeline
+from procession.chunks import TextDeltaChunk, text_delta
+from procession.processors import ConfigurationError, ProcessOutputStreamArgs
+from procession.testing import ScriptedModel
+
+
+async def numbered(count: int) -> AsyncIterator[Any]:
+    for n in range(count):
+        yield text_delta(str(n))
+
+
+class Where:
+    """Records the task each call of its hook runs in; waits as told first."""
+
+    def __init__(
+        self, id: str, wait: str = "none", *, boundary: bool | None = None
+    ) -> None:
+        self.id = id
+        self.wait = wait
+        self.tasks: list[trio.lowlevel.Task] = []
+        if boundary is not None:
+            self.stream_boundary = boundary
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        self.tasks.append(trio.lowlevel.current_task())
+        if self.wait == "park":
+            await trio.sleep(0.001)
+        elif self.wait == "checkpoint":
+            await trio.lowlevel.checkpoint()
+        return args.part
+
+
+async def read(processors: list[Any], count: int = 10, **options: Any) -> list[str]:
+    async with open_output_pipeline(
+        processors, numbered(count), mode="adaptive", **options
+    ) as stream:
+        return [c.payload.text async for c in stream if isinstance(c, TextDeltaChunk)]
+
+
+async def test_a_hook_that_parks_gets_a_task_of_its_own_from_its_third_chunk(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    me = trio.lowlevel.current_task()
+    parker = Where("parker", "park")
+    assert await read([parker]) == [str(n) for n in range(10)]
+    # Call 1 yields (counted), call 2 is driven and seen to park: both inline.
+    assert parker.tasks[:2] == [me, me]
+    assert all(task is not me for task in parker.tasks[2:])
+    assert len(set(parker.tasks[2:])) == 1
+
+
+@pytest.mark.parametrize("wait", ["none", "checkpoint"])
+async def test_a_hook_that_never_parks_stays_inline(
+    wait: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    me = trio.lowlevel.current_task()
+    hook = Where("inline", wait)
+    assert len(await read([hook], 50)) == 50
+    assert hook.tasks == [me] * 50
+
+
+async def test_a_processor_may_ask_for_a_boundary_or_refuse_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    me = trio.lowlevel.current_task()
+    refused = Where("refused", "park", boundary=False)
+    assert len(await read([refused])) == 10
+    assert refused.tasks == [me] * 10  # parks on every chunk, stays inline
+    asked = Where("asked", boundary=True)
+    refused = Where("refused", "park", boundary=False)
+    assert len(await read([asked, refused])) == 10
+    assert me not in asked.tasks  # from its first chunk
+    assert refused.tasks == asked.tasks  # never a boundary of its own
+
+
+async def test_stages_after_a_boundary_move_with_it_and_before_it_stay(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    me = trio.lowlevel.current_task()
+    first, parker, last = Where("first"), Where("parker", "park"), Where("last")
+    assert len(await read([first, parker, last], 20)) == 20
+    # After the split the feeder task runs "first"; the parker's task "last".
+    assert first.tasks[:2] == [me, me]
+    assert me not in first.tasks[3:]
+    assert set(last.tasks[3:]) == set(parker.tasks[3:])
+    assert set(first.tasks[3:]).isdisjoint(parker.tasks[3:])
+
+
+async def test_a_stalled_consumer_bounds_what_a_split_pipeline_reads_ahead(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_output_pipeline(
+        [Where("a", boundary=True), Where("b", boundary=True)],
+        numbered(5_000),
+        mode="adaptive",
+    ) as stream:
+        async for _chunk in stream:
+            await trio.sleep(1000)  # everything else runs until it blocks
+            break
+        stats = stream.statistics()
+    assert stats.mode == "adaptive"
+    assert stats.peak_in_flight <= stats.bound < 5_000
+    assert stats.pulled <= stats.bound
+
+
+async def test_slow_processors_overlap_through_agent_stream(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Five processors each wait 1 ms (trio's clock) on every 50th chunk of a
+    # 2,000-chunk answer: 200 ms one after another; overlapped, about 40 ms.
+    class EveryFiftieth:
+        def __init__(self, id: str) -> None:
+            self.id = id
+
+        async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+            if len(args.stream_parts) % 50 == 0:
+                await trio.sleep(0.001)
+            return args.part
+
+    words = [text_delta(f"w{n} ") for n in range(2_000)]
+    texts = {}
+    elapsed = {}
+    for mode in ("fused", "adaptive"):
+        agent = Agent(
+            id="a",
+            model=ScriptedModel([words]),
+            output_processors=[EveryFiftieth(f"p{k}") for k in range(5)],
+            execution_mode=mode,
+        )
+        start = trio.current_time()
+        async with agent.stream("go") as stream:
+            result = await stream.result()
+        elapsed[mode] = trio.current_time() - start
+        texts[mode] = result.text
+    assert (
+        texts["adaptive"] == texts["fused"] == "".join(f"w{n} " for n in range(2_000))
+    )
+    assert elapsed["fused"] == pytest.approx(0.2, rel=0.05)
+    assert elapsed["adaptive"] <= 0.3 * elapsed["fused"]
+
+
+async def test_where_trio_counts_no_schedule_points_every_call_is_driven(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch_module, "_has_schedule_points", lambda: False)
+    me = trio.lowlevel.current_task()
+    parker = Where("parker", "park")
+    assert len(await read([parker])) == 10
+    assert parker.tasks[:1] == [me]  # found on its first call
+    assert me not in parker.tasks[1:]
+
+
+async def test_where_the_park_trap_is_unknown_every_yield_counts(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch_module, "_PARK_TRAP", None)
+    me = trio.lowlevel.current_task()
+    hook = Where("checkpointer", "checkpoint")
+    assert len(await read([hook])) == 10
+    assert hook.tasks[:2] == [me, me]
+    assert me not in hook.tasks[2:]
+
+
+def test_a_stream_boundary_that_is_not_a_bool_is_refused() -> None:
+    async def main() -> None:
+        async with open_output_pipeline(
+            [Where("odd", boundary="yes")],  # type: ignore[arg-type]
+            numbered(1),
+        ):
+            pass
+
+    with pytest.raises(ConfigurationError, match="'odd': stream_boundary is 'yes'"):
+        trio.run(main)
+
+
+def test_the_default_mode_is_adaptive() -> None:
+    assert Agent(id="a", model=ScriptedModel([])).execution_mode == "adaptive"
