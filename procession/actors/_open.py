@@ -19,6 +19,7 @@ from ..processors import (
     register_processors,
 )
 from ._actor import ProcessorActor
+from ._actors_mode import ActorsMode
 from ._interface import (
     ExecutionMode,
     PipelineDriver,
@@ -107,7 +108,7 @@ async def open_output_pipeline(
             return
         with unwrapping_a_lone_exception():
             async with trio.open_nursery() as nursery:
-                receive = await nursery.start(pipeline._supervise)
+                receive = await nursery.start(ActorsMode(pipeline).supervise)
                 pipeline._receive = receive
                 try:
                     yield pipeline

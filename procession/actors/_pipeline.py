@@ -110,7 +110,6 @@ from ._markers import (
 )
 from ._split import _NOTHING, Splitter
 from ._stage import _CHUNK_SET, _SLOW, _STOP, HOOK, _Pending, _Stage
-from ._supervision import unwrapping_a_lone_exception
 from ._watch import COUNTED, driven, schedule_points
 
 __all__ = ["OutputPipeline"]
@@ -467,121 +466,6 @@ class OutputPipeline:
             item = result
             k += 1
         self._buffer.append(item)
-
-    # actors mode ----------------------------------------------------------------
-
-    async def _supervise(
-        self, *, task_status: trio.TaskStatus[trio.MemoryReceiveChannel[Any]]
-    ) -> None:
-        """The actors-mode supervisor: owns the reader and stage tasks in a nursery
-        of its own, so a terminal event cancels them and never the consumer's
-        code (which runs in the enclosing block)."""
-        with unwrapping_a_lone_exception():
-            async with trio.open_nursery() as nursery:
-                self._cancel_scope = nursery.cancel_scope
-                capacity = self.link_capacity
-                send, receive = trio.open_memory_channel[Any](capacity)
-                nursery.start_soon(self._reader, send)
-                for stage in self._stages:
-                    next_send, next_receive = trio.open_memory_channel[Any](capacity)
-                    nursery.start_soon(self._stage_task, stage, receive, next_send)
-                    receive = next_receive
-                task_status.started(receive)
-
-    async def _reader(self, send: trio.MemorySendChannel[Any]) -> None:
-        assert self._iterator is not None
-        with send:
-            try:
-                count = 0
-                while True:
-                    try:
-                        raw = await self._next_source()
-                    except StopAsyncIteration:
-                        break
-                    self._pull_count()
-                    count += 1
-                    item = self._admit(raw)
-                    if item is not None and item.__class__ is ErrorChunk:
-                        # Held back until everything before it reached the client
-                        # end, so the driver decides in stream position.
-                        drained = _DrainBarrier()
-                        await send.send(drained)
-                        await drained.wait()
-                        if await self._recovered(item):
-                            item = None
-                    if item is None:
-                        self._settled += 1
-                    else:
-                        await send.send(item)
-                    if count % self.checkpoint_every == 0:
-                        await trio.lowlevel.checkpoint()
-            except Exception as exc:
-                # In-band, like everything else: what was read before the
-                # failure reaches the client first, as in fused mode.
-                await send.send(_Raise(exc))
-
-    async def _stage_task(
-        self,
-        stage: _Stage,
-        receive: trio.MemoryReceiveChannel[Any],
-        send: trio.MemorySendChannel[Any],
-    ) -> None:
-        with send, receive:
-            async for message in receive:
-                out: list[Any] = []
-                stage.out = out
-                if message.__class__ is list:
-                    for item in message:
-                        await self._stage_item(stage, item, out)
-                else:
-                    await self._stage_item(stage, message, out)
-                if not out:
-                    self._settled += 1
-                elif len(out) == 1:
-                    await send.send(out[0])
-                else:
-                    await send.send(out)
-
-    async def _stage_item(self, stage: _Stage, item: Any, out: list[Any]) -> None:
-        if isinstance(item, _Marker):
-            cls = item.__class__
-            if isinstance(item, NewAttempt):
-                stage.new_attempt(item)
-                out.append(item)
-            elif (
-                cls is Barrier or cls is _DrainBarrier or cls is EndRun or cls is _Raise
-            ):
-                out.append(item)  # never discarded
-            elif stage.stopped or stage.discarding:
-                pass  # after this stage's cut: the earliest signal already won
-            elif isinstance(item, _End):
-                out.append(item)
-                if item.is_retry:
-                    stage.discarding = True
-                else:
-                    stage.stopped = True
-            else:
-                out.append(item)  # custom chunks and violations from upstream
-            return
-        if stage.stopped or stage.discarding:
-            return
-        if stage.skip_data and item.__class__ is DataChunk:
-            out.append(item)
-            return
-        result = stage.apply_nowait(item)
-        if result is _SLOW:
-            result = await stage.apply(item)
-        elif result.__class__ is _Pending:
-            result = await stage.apply(item, result)
-        if result is None:
-            stage.dropped()
-            return
-        if result is _STOP:
-            return
-        if result.__class__ is list:
-            out.extend(result)
-        else:
-            out.append(result)
 
     # the client end ------------------------------------------------------------
 

@@ -27,7 +27,7 @@ split pipeline's cancellation-latency bound, beside the fused part's
 ``checkpoint_every``.
 
 Each stage processes its items exactly as in ``"actors"`` mode
-(``OutputPipeline._stage_item``), one after another, so the client sees what
+(``_Stage.take``), one after another, so the client sees what
 every other mode gives.
 """
 
@@ -272,7 +272,7 @@ class Splitter:
             out: list[Any] = []
             stage.out = out
             for item in items:
-                await pipeline._stage_item(stage, item, out)
+                await stage.take(item, out)
             items = out
         return items
 

@@ -20,6 +20,7 @@ from .._errors import (
 )
 from ..data import (
     CHUNK_CLASSES,
+    DataChunk,
     FinishChunk,
     StartChunk,
     StepFinishChunk,
@@ -36,7 +37,17 @@ from ..processors._contract import (
     tripwire_in,
 )
 from ._actor import ProcessorActor
-from ._markers import NewAttempt, _Custom, _End, _Violation
+from ._markers import (
+    Barrier,
+    EndRun,
+    NewAttempt,
+    _Custom,
+    _DrainBarrier,
+    _End,
+    _Marker,
+    _Raise,
+    _Violation,
+)
 from ._watch import COUNTED, DRIVEN, Parked, driven, first_watch, schedule_points
 
 if TYPE_CHECKING:
@@ -330,6 +341,50 @@ class _Stage:
         if inspect.isawaitable(result):
             return _Pending(result)
         return self._checked(result, item)
+
+    async def take(self, item: Any, out: list[Any]) -> None:
+        """Run one item through this stage as a task-mode stage does (actors
+        mode, an adaptive segment): markers pass on or end the stage's
+        attempt, a chunk goes through the hook; what comes out goes to ``out``."""
+        if isinstance(item, _Marker):
+            cls = item.__class__
+            if isinstance(item, NewAttempt):
+                self.new_attempt(item)
+                out.append(item)
+            elif (
+                cls is Barrier or cls is _DrainBarrier or cls is EndRun or cls is _Raise
+            ):
+                out.append(item)  # never discarded
+            elif self.stopped or self.discarding:
+                pass  # after this stage's cut: the earliest signal already won
+            elif isinstance(item, _End):
+                out.append(item)
+                if item.is_retry:
+                    self.discarding = True
+                else:
+                    self.stopped = True
+            else:
+                out.append(item)  # custom chunks and violations from upstream
+            return
+        if self.stopped or self.discarding:
+            return
+        if self.skip_data and item.__class__ is DataChunk:
+            out.append(item)
+            return
+        result = self.apply_nowait(item)
+        if result is _SLOW:
+            result = await self.apply(item)
+        elif result.__class__ is _Pending:
+            result = await self.apply(item, result)
+        if result is None:
+            self.dropped()
+            return
+        if result is _STOP:
+            return
+        if result.__class__ is list:
+            out.extend(result)
+        else:
+            out.append(result)
 
     def _raised(self, exc: BaseException, item: Any) -> Any:
         """What a hook's exception means: its abort, a failure under the
