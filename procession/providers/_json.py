@@ -6,7 +6,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["as_dict", "dumps", "get_dict", "get_int", "get_str", "parse_args"]
+__all__ = [
+    "as_dict",
+    "dumps",
+    "get_dict",
+    "get_int",
+    "get_str",
+    "loads",
+    "parse_args",
+]
+
+loads = json.loads
+"""Parse JSON text (a server-sent event's ``data``)."""
 
 
 def as_dict(value: object) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from .._errors import (
 )
 from ..data import Chunk, Usage
 from ..models import ModelFinish
+from . import _json
 
 if TYPE_CHECKING:
     import httpx2
@@ -77,7 +78,7 @@ class ServerSentEvent:
 
     def json(self) -> Any:
         """``data`` parsed as JSON (raises ``ValueError`` if it is not)."""
-        return json.loads(self.data)
+        return _json.loads(self.data)
 
 
 class SSEDecoder:
