@@ -148,45 +148,42 @@ class SSEDecoder:
             return out
         self._examined += len(chunk)
         # bytes.splitlines breaks at exactly \r\n, \r and \n: SSE's line ends.
-        pieces = chunk.splitlines(keepends=True)
-        if self._skip_lf and pieces[0] == b"\n":
-            del pieces[0]  # the rest of a "\r\n" split after its "\r"
-        self._skip_lf = chunk.endswith(b"\r")
-        for piece in pieces:
-            if piece.endswith(b"\r\n"):
-                body = piece[:-2]
-            elif piece.endswith((b"\n", b"\r")):
-                body = piece[:-1]
-            else:  # the last piece, its line still arriving
-                self._line.append(piece)
-                self._line_bytes += len(piece)
-                self._check_size()
-                return out
-            if self._line:
-                self._line.append(body)
-                body = b"".join(self._line)
-                self._examined += len(body)
-                self._line, self._line_bytes = [], 0
-            self._take_line(body, out)
+        lines = chunk.splitlines()
+        if self._skip_lf and chunk[0] == 10:  # b"\n"
+            del lines[0]  # the rest of a "\r\n" split after its "\r"
+        last = chunk[-1]
+        self._skip_lf = last == 13  # b"\r": a "\n" may follow
+        # The last line is still arriving unless the piece ends a line.
+        partial = lines.pop() if last != 10 and last != 13 else None
+        if self._line and lines:
+            self._line.append(lines[0])
+            lines[0] = b"".join(self._line)
+            self._examined += len(lines[0])
+            self._line, self._line_bytes = [], 0
+        data = self._data
+        for raw in lines:
+            # Inlined: one call per line would cost more than the line's work.
+            if not raw:
+                if data:
+                    out.append(ServerSentEvent(self._event, "\n".join(data)))
+                    data = self._data = []
+                self._event, self._event_bytes = None, 0
+            elif raw[0] != 58:  # b":" starts a comment line
+                self._event_bytes += len(raw)
+                if self._event_bytes > self._limit:
+                    self._check_size()
+                name, _, value = raw.decode("utf-8", errors="replace").partition(":")
+                if value[:1] == " ":
+                    value = value[1:]
+                if name == "data":
+                    data.append(value)
+                elif name == "event":
+                    self._event = value or None
+        if partial is not None:
+            self._line.append(partial)
+            self._line_bytes += len(partial)
+            self._check_size()
         return out
-
-    def _take_line(self, raw: bytes, out: list[ServerSentEvent]) -> None:
-        if not raw:
-            if self._data:
-                out.append(ServerSentEvent(self._event, "\n".join(self._data)))
-            self._event, self._data, self._event_bytes = None, [], 0
-            return
-        if raw.startswith(b":"):
-            return
-        self._event_bytes += len(raw)
-        self._check_size()
-        line = raw.decode("utf-8", errors="replace")
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            self._event = value or None
-        elif name == "data":
-            self._data.append(value)
 
     def _check_size(self) -> None:
         size = self._event_bytes + self._line_bytes
