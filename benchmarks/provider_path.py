@@ -84,13 +84,40 @@ def _pieces(deltas: int) -> list[str]:
     return [f"w{i} " for i in range(deltas)]
 
 
-async def _serve(deltas: int, turns: int) -> None:
+async def _serve(deltas: int, turns: int, burst: int) -> None:
     """Serve ``turns`` copies of one text stream until stdin closes; print the
-    base URL first (the parent reads it)."""
-    from procession.testing.fake_provider import Stream, open_fake_provider
+    base URL first (the parent reads it). With ``burst`` > 1 the events are
+    written ``burst`` to an HTTP chunk (one read then decodes several), else
+    one to a chunk, as the fake server (and most servers) send them."""
+    from procession.testing.fake_provider import (
+        RecordedRequest,
+        Stream,
+        anthropic_events,
+        chat_events,
+        open_fake_provider,
+        responses_events,
+    )
 
     stream = Stream.text(*_pieces(deltas))
-    async with open_fake_provider([stream] * turns, strict=False) as server:
+    rendered = {
+        "/v1/messages": anthropic_events(stream, model="fake-model"),
+        "/v1/chat/completions": chat_events(
+            stream, model="fake-model", include_usage=True
+        ),
+        "/v1/responses": responses_events(stream, model="fake-model"),
+    }
+    grouped = {
+        path: Stream.raw(
+            ["".join(events[i : i + burst]) for i in range(0, len(events), burst)]
+        )
+        for path, events in rendered.items()
+    }
+
+    def bursts(request: RecordedRequest) -> Stream:
+        return grouped[request.path]
+
+    script = [stream if burst == 1 else bursts] * turns
+    async with open_fake_provider(script, strict=False) as server:
         print(server.base_url, flush=True)
         stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
         while await stdin.receive_some():
@@ -98,9 +125,10 @@ async def _serve(deltas: int, turns: int) -> None:
 
 
 @contextlib.contextmanager
-def _server(deltas: int, turns: int) -> Iterator[str]:
+def _server(deltas: int, turns: int, burst: int) -> Iterator[str]:
     """The fake provider in a subprocess; its base URL."""
-    command = [sys.executable, __file__, "--serve", str(deltas), "--turns", str(turns)]
+    command = [sys.executable, __file__, "--serve", str(deltas)]
+    command += ["--turns", str(turns), "--burst", str(burst)]
     with subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as process:
@@ -329,13 +357,16 @@ def _use_decoder(choice: str) -> str:
 
     if choice == "stdlib":
         _json.loads = json.loads  # the benchmark's switch
-    return getattr(_json.loads, "__module__", None) or "json"
+    return "json.loads" if _json.loads is json.loads else "msgspec"
 
 
-def _print(rows: Sequence[Row], deltas: int, rounds: int, decoder: str) -> None:
+def _print(
+    rows: Sequence[Row], deltas: int, rounds: int, decoder: str, burst: int
+) -> None:
     print(
-        f"{deltas:,} text deltas per response, {rounds} interleaved rounds "
-        f"(medians), N=0 processors, data: decoder {decoder}"
+        f"{deltas:,} text deltas per response, {burst} event(s) per HTTP chunk, "
+        f"{rounds} interleaved rounds (medians), N=0 processors, "
+        f"event data decoded with {decoder}"
     )
     print(
         f"{'setup':<44}{'events':>8}{'CPU µs/event':>14}{'wall µs/event':>15}"
@@ -363,18 +394,21 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     parser.add_argument("--deltas", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--json", choices=("auto", "stdlib"), default="auto")
+    parser.add_argument(
+        "--burst", type=int, default=1, help="events per HTTP chunk (default 1)"
+    )
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--turns", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        trio.run(_serve, args.serve, args.turns)
+        trio.run(_serve, args.serve, args.turns, args.burst)
         return []
     deltas, rounds = (50, 2) if args.quick else (args.deltas, args.rounds)
     decoder = _use_decoder(args.json)
     requests = (rounds + 1) * len(SETUPS)
-    with _server(deltas, requests) as url:
+    with _server(deltas, requests, args.burst) as url:
         rows = trio.run(_measure, url, deltas, rounds)
-    _print(rows, deltas, rounds, decoder)
+    _print(rows, deltas, rounds, decoder, args.burst)
     return rows
 
 
