@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from procession import Agent, ProviderStreamError
 from procession.chunks import (
@@ -28,6 +29,7 @@ from procession.providers import AnthropicModel, OpenAIChatModel, OpenAIResponse
 from procession.providers._sse import ProviderResponse
 from procession.runtime import ModelRequest
 from procession.testing.fake_provider import (
+    Fault,
     Stream,
     anthropic_events,
     chat_events,
@@ -239,3 +241,55 @@ async def test_an_agent_run_reads_the_same_chunks_inline_or_awaited(
             awaited = await run(model)
     assert inline == awaited
     assert ("text-delta", "d") in inline
+
+
+@pytest.mark.parametrize("kind", MODELS)
+async def test_reads_cancelled_while_the_provider_waits_lose_nothing(
+    kind: type,
+) -> None:
+    # The server pauses between events; whenever every task is parked there
+    # (the run awaiting the socket, the consumer waiting for the hand-over) the
+    # consumer's read is cancelled, as a heartbeat timeout would. Had that
+    # reached the HTTP stream, the text would end there.
+    pieces = ("a", "b", "c", "d", "e")
+    paced = Stream.text(*pieces, fault=Fault(delay_between_events=0.005))
+    got: list[str] = []
+    cancelled = 0
+
+    async def read_once(reader: Any, scope: trio.CancelScope) -> bool:
+        """Read one chunk (False at the end); cancel ``scope`` if all park."""
+        async with trio.open_nursery() as nursery:
+
+            async def heartbeat() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+
+            nursery.start_soon(heartbeat)
+            try:
+                chunk = await reader.__anext__()
+            except StopAsyncIteration:
+                return False
+            finally:
+                nursery.cancel_scope.cancel()
+            if isinstance(chunk, TextDeltaChunk):
+                got.append(chunk.payload.text)
+            return True
+
+    with trio.fail_after(10):
+        async with (
+            open_fake_provider([paced]) as server,
+            _build(kind, server.base_url) as model,
+        ):
+            agent = Agent(id="a", model=model, execution_mode="fused")
+            async with agent.stream("hi") as stream:
+                reader = stream.__aiter__()
+                going = True
+                while going:
+                    with trio.CancelScope() as scope:
+                        going = await read_once(reader, scope)
+                    cancelled += scope.cancelled_caught
+                result = await stream.result()
+    assert "".join(got) == "".join(pieces)
+    assert result.text == "".join(pieces)
+    assert result.finish_reason == "stop"
+    assert cancelled >= len(pieces)  # at least one pause per delta
