@@ -6,19 +6,27 @@ provider's path is measured against in the same run:
   (and, for reference, its raw ``messages.create(stream=True)`` events) vs
   ``agent.stream`` over ``AnthropicModel``, no processors;
 * OpenAI Chat Completions: a bare ``httpx2`` SSE read (every ``data:`` line
-  parsed as JSON) vs ``agent.stream`` over ``OpenAIChatModel``;
+  parsed with ``json.loads``) vs ``agent.stream`` over ``OpenAIChatModel``;
 * OpenAI Responses: the same bare read vs ``agent.stream`` over
   ``OpenAIResponsesModel``.
+
+Between floor and agent: the provider's response iterated by itself
+(``Model.stream, iterated``: the providers' own cost), and each agent run a
+second time with ``next_nowait`` hidden (``, awaited``: every chunk awaited in
+the run's coordinator and sent over, the path before responses offered it).
 
 CPU is ``time.process_time`` of this process only: the server runs in a
 subprocess (this script with ``--serve``), so rendering and sending the events
 is not counted. Rounds are interleaved (every setup once per round), figures
-are medians; "added" is procession's extra CPU per event over its floor (goal:
-at most 10%). ``--json`` picks the decoder of the SSE ``data:`` payloads
-(``auto``: the fast one when installed, ``stdlib``: ``json.loads``). Not part of
-the test suite; a smoke test runs ``--quick``.
+are medians; "added" is the extra CPU per event over the floor (goal: at most
+10%). The server writes each event as one HTTP chunk, as most servers do, and
+httpx2 hands each chunk over by itself, so a read decodes one event; with
+``--burst K`` it writes K events to a chunk. ``--json stdlib`` decodes the
+event data with ``json.loads`` instead of msgspec (the ``fastjson`` extra). Not
+part of the test suite; a smoke test runs ``--quick``.
 
     python benchmarks/provider_path.py                # 5,000 deltas, 7 rounds
+    python benchmarks/provider_path.py --burst 8      # 8 events per HTTP chunk
     python benchmarks/provider_path.py --json stdlib  # the stdlib decoder
     python benchmarks/provider_path.py --quick        # tiny, to check it runs
 """
@@ -379,13 +387,19 @@ def _print(
             f"{r.wall_us_per_event:>15.2f}{added:>11}"
         )
     by = {r.setup: r for r in rows}
-    parts = [
-        f"{by[name].added_percent:+.1f}% over {BASELINE[name]}"
-        for name in (AGENT_ANTHROPIC, AGENT_CHAT, AGENT_RESPONSES)
-        if by[name].added_percent is not None
-    ]
-    print("summary: procession's added CPU per event at N=0: " + "; ".join(parts))
-    print("(goal: at most +10%)")
+
+    def over(anthropic: str, chat: str, responses: str) -> str:
+        named = {"anthropic": anthropic, "chat": chat, "responses": responses}
+        return ", ".join(
+            f"{label} {by[name].added_percent or 0.0:+.1f}%"
+            for label, name in named.items()
+        )
+
+    floors = "the SDK's messages.stream (anthropic), a bare httpx2 read (openai)"
+    print(f"summary: added CPU per event over {floors}, N=0:")
+    print("  provider alone: " + over(MODEL_ANTHROPIC, MODEL_CHAT, MODEL_RESPONSES))
+    print("  agent.stream:   " + over(AGENT_ANTHROPIC, AGENT_CHAT, AGENT_RESPONSES))
+    print("  (goal: at most +10%)")
 
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:

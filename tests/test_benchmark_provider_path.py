@@ -23,4 +23,5 @@ def test_the_provider_path_benchmark_runs(capsys: pytest.CaptureFixture[str]) ->
     }
     printed = capsys.readouterr().out
     assert "CPU µs/event" in printed
-    assert "summary: procession's added CPU per event at N=0" in printed
+    assert "summary: added CPU per event over" in printed
+    assert "provider alone: " in printed

@@ -2,8 +2,8 @@
 server-sent event's ``data``.
 
 ``loads`` is ``msgspec``'s decoder when the ``fastjson`` extra is installed
-(about 1.2 µs less per event than ``json.loads``, which is a tenth of a bare
-SSE read's whole cost; see ``benchmarks/provider_path.py``), else
+(about 1 µs less per event than ``json.loads``: a tenth of what a bare SSE
+read costs in all; see ``benchmarks/provider_path.py``), else
 ``json.loads``. Both give the same value for any text: what msgspec refuses
 (``NaN``, ``1e400``, an escaped lone surrogate, text that is not JSON) is
 handed to ``json.loads``, which reads it as it always did or raises its own

@@ -205,10 +205,13 @@ class ProviderResponse(abc.ABC):
 
     Every ``__anext__`` reads the socket only when no converted chunk is
     waiting, so a consumer that stops reading stops the reads: the server is
-    held back by TCP flow control (backpressure reaches the provider). A
-    transport failure or an error event is raised as ``ProviderError`` and ends
-    the stream. ``aclose`` closes the HTTP response at once, shielded from
-    cancellation for at most ``CLOSE_DEADLINE`` seconds.
+    held back by TCP flow control (backpressure reaches the provider).
+    ``next_nowait`` gives the chunks already decoded without reading (a
+    ``ModelResponse``'s option: the agent's run takes them in the consumer's
+    task). A transport failure or an error event is raised as
+    ``ProviderError`` and ends the stream. ``aclose`` closes the HTTP response
+    at once, shielded from cancellation for at most ``CLOSE_DEADLINE``
+    seconds.
     """
 
     provider: str = "provider"
