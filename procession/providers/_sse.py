@@ -32,6 +32,7 @@ from .._errors import (
 )
 from ..data import Chunk, Usage
 from ..models import ModelFinish
+from . import _json
 
 if TYPE_CHECKING:
     import httpx2
@@ -77,7 +78,7 @@ class ServerSentEvent:
 
     def json(self) -> Any:
         """``data`` parsed as JSON (raises ``ValueError`` if it is not)."""
-        return json.loads(self.data)
+        return _json.loads(self.data)
 
 
 class SSEDecoder:
@@ -147,45 +148,42 @@ class SSEDecoder:
             return out
         self._examined += len(chunk)
         # bytes.splitlines breaks at exactly \r\n, \r and \n: SSE's line ends.
-        pieces = chunk.splitlines(keepends=True)
-        if self._skip_lf and pieces[0] == b"\n":
-            del pieces[0]  # the rest of a "\r\n" split after its "\r"
-        self._skip_lf = chunk.endswith(b"\r")
-        for piece in pieces:
-            if piece.endswith(b"\r\n"):
-                body = piece[:-2]
-            elif piece.endswith((b"\n", b"\r")):
-                body = piece[:-1]
-            else:  # the last piece, its line still arriving
-                self._line.append(piece)
-                self._line_bytes += len(piece)
-                self._check_size()
-                return out
-            if self._line:
-                self._line.append(body)
-                body = b"".join(self._line)
-                self._examined += len(body)
-                self._line, self._line_bytes = [], 0
-            self._take_line(body, out)
+        lines = chunk.splitlines()
+        if self._skip_lf and chunk[0] == 10:  # b"\n"
+            del lines[0]  # the rest of a "\r\n" split after its "\r"
+        last = chunk[-1]
+        self._skip_lf = last == 13  # b"\r": a "\n" may follow
+        # The last line is still arriving unless the piece ends a line.
+        partial = lines.pop() if last != 10 and last != 13 else None
+        if self._line and lines:
+            self._line.append(lines[0])
+            lines[0] = b"".join(self._line)
+            self._examined += len(lines[0])
+            self._line, self._line_bytes = [], 0
+        data = self._data
+        for raw in lines:
+            # Inlined: one call per line would cost more than the line's work.
+            if not raw:
+                if data:
+                    out.append(ServerSentEvent(self._event, "\n".join(data)))
+                    data = self._data = []
+                self._event, self._event_bytes = None, 0
+            elif raw[0] != 58:  # b":" starts a comment line
+                self._event_bytes += len(raw)
+                if self._event_bytes > self._limit:
+                    self._check_size()
+                name, _, value = raw.decode("utf-8", errors="replace").partition(":")
+                if value[:1] == " ":
+                    value = value[1:]
+                if name == "data":
+                    data.append(value)
+                elif name == "event":
+                    self._event = value or None
+        if partial is not None:
+            self._line.append(partial)
+            self._line_bytes += len(partial)
+            self._check_size()
         return out
-
-    def _take_line(self, raw: bytes, out: list[ServerSentEvent]) -> None:
-        if not raw:
-            if self._data:
-                out.append(ServerSentEvent(self._event, "\n".join(self._data)))
-            self._event, self._data, self._event_bytes = None, [], 0
-            return
-        if raw.startswith(b":"):
-            return
-        self._event_bytes += len(raw)
-        self._check_size()
-        line = raw.decode("utf-8", errors="replace")
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            self._event = value or None
-        elif name == "data":
-            self._data.append(value)
 
     def _check_size(self) -> None:
         size = self._event_bytes + self._line_bytes
@@ -207,10 +205,13 @@ class ProviderResponse(abc.ABC):
 
     Every ``__anext__`` reads the socket only when no converted chunk is
     waiting, so a consumer that stops reading stops the reads: the server is
-    held back by TCP flow control (backpressure reaches the provider). A
-    transport failure or an error event is raised as ``ProviderError`` and ends
-    the stream. ``aclose`` closes the HTTP response at once, shielded from
-    cancellation for at most ``CLOSE_DEADLINE`` seconds.
+    held back by TCP flow control (backpressure reaches the provider).
+    ``next_nowait`` gives the chunks already decoded without reading (a
+    ``ModelResponse``'s option: the agent's run takes them in the consumer's
+    task). A transport failure or an error event is raised as
+    ``ProviderError`` and ends the stream. ``aclose`` closes the HTTP response
+    at once, shielded from cancellation for at most ``CLOSE_DEADLINE``
+    seconds.
     """
 
     provider: str = "provider"
@@ -294,41 +295,80 @@ class ProviderResponse(abc.ABC):
             )
         self._busy = True
         try:
-            return await self._next_chunk()
+            while not self._pending:
+                if self._done:
+                    raise StopAsyncIteration
+                try:
+                    event = await self._next_event()
+                except Exception as exc:
+                    failure = self._failure(exc)
+                    if failure is exc:
+                        raise
+                    raise failure from exc
+                self._take(event)
+            return self._pending.popleft()
         finally:
             self._busy = False
 
-    async def _next_chunk(self) -> Chunk:
-        while not self._pending:
+    def next_nowait(self) -> Chunk:
+        """The next chunk if it is at hand without reading the connection: one
+        already converted, or one converted now from the events an earlier
+        read decoded (a read often carries several, an event often makes
+        several chunks). Never checkpoints and never awaits, so a reader can
+        take a burst without a task switch per chunk (the agent's fused run
+        does).
+
+        Raises ``trio.WouldBlock`` when the connection must be read for the
+        next chunk (``await __anext__()`` reads it; so also while another task
+        is in ``__anext__``, or after the block exited: ``__anext__`` says what
+        is wrong), ``StopAsyncIteration`` at the end (``finish`` is then set),
+        and the same ``ProviderError`` as ``__anext__`` where the stream
+        fails. Chunks come in the same order whichever way they are read."""
+        if self._closed or self._busy:
+            raise trio.WouldBlock
+        pending = self._pending
+        while not pending:
             if self._done:
                 raise StopAsyncIteration
-            try:
-                event = await self._next_event()
-                if event is None:
-                    self._done = True
-                    self._on_end()
-                else:
-                    self._on_event(event)
-            except ProviderError:
+            if self._events:
+                self._take(self._events.popleft())
+            elif self._eof:
+                self._take(None)
+            else:
+                raise trio.WouldBlock
+        return pending.popleft()
+
+    def _take(self, event: ServerSentEvent | None) -> None:
+        """Convert ``event`` (``None``: the end of the body) into chunks; a
+        failure ends the stream and is raised as ``_failure`` says."""
+        try:
+            if event is None:
                 self._done = True
-                self._pending.clear()
+                self._on_end()
+            else:
+                self._on_event(event)
+        except Exception as exc:
+            failure = self._failure(exc)
+            if failure is exc:
                 raise
-            except json.JSONDecodeError as exc:
-                self._done = True
-                self._pending.clear()
-                raise ProviderStreamError(
-                    f"{self.provider} sent an event whose data is not JSON: {exc}",
-                    is_retryable=True,
-                    code="invalid_response",
-                ) from exc
-            except Exception as exc:
-                self._done = True
-                self._pending.clear()
-                mapped = self._map_error(exc)
-                if mapped is None:
-                    raise
-                raise mapped from exc
-        return self._pending.popleft()
+            raise failure from exc
+
+    def _failure(self, exc: Exception) -> Exception:
+        """End the stream (nothing converted is given any more); what to raise
+        for ``exc``: a ``ProviderError`` (``exc`` itself when it is one, or
+        when it is not this provider's to map)."""
+        self._done = True
+        self._pending.clear()
+        if isinstance(exc, ProviderError):
+            return exc
+        if isinstance(exc, json.JSONDecodeError):
+            return ProviderStreamError(
+                f"{self.provider} sent an event whose data is not JSON: {exc}",
+                is_retryable=True,
+                code="invalid_response",
+            )
+        mapped = self._map_error(exc)
+        return exc if mapped is None else mapped
 
     async def _next_event(self) -> ServerSentEvent | None:
         while not self._events:
