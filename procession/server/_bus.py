@@ -133,10 +133,11 @@ class RunBus(Protocol):
         no header); ``ValueError`` if it cannot be one of this bus's ids."""
         ...
 
-    async def cancel(self, run_id: str) -> bool:
-        """Ask whichever process executes run ``run_id`` to cancel it; False
-        if no live run has that id on the bus. Checkpoints; cancelled, the
-        request may or may not have gone out."""
+    async def cancel(self, key: str) -> bool:
+        """Ask whichever process executes the run under ``key`` to cancel it
+        (its ``cancel_here`` gets the run's id); False if no live run has
+        that key on the bus. Checkpoints; cancelled, the request may or may
+        not have gone out."""
         ...
 
     def remove(self, key: str) -> None:
@@ -293,7 +294,7 @@ class InProcessRunBus:
             raise ValueError(f"Last-Event-ID must be a frame number, got {text[:40]!r}")
         return int(text)
 
-    async def cancel(self, run_id: str) -> bool:
+    async def cancel(self, key: str) -> bool:
         """No other process to ask: False, after one checkpoint."""
         await trio.lowlevel.checkpoint()
         return False

@@ -17,7 +17,7 @@ Per run key ``K`` (``run:<runId>``, ``chat:<chatId>``), under ``prefix``:
 * ``K:attached``: how many clients read the run, on any replica (the grace
   before a run nobody follows is cancelled).
 * ``<prefix>cancel``: a pub/sub channel; a cancel on any replica publishes the
-  run id, the replica that executes it cancels it (latency: one pub/sub hop).
+  run key, the replica that executes it cancels it (latency: one pub/sub hop).
 
 Frames numbers (``n``) let a reader see a gap exactly: a resumer whose
 ``Last-Event-ID`` entry was trimmed, or a reader the trimming overtook, gets
@@ -514,11 +514,14 @@ class RedisRunBus:
             async for message in pubsub:
                 if message["type"] != "message":
                     continue
-                run_id = _text(message["data"])
+                # Every replica hears it; the one holding the key's run acts.
+                publisher = self._publishers.get(_text(message["data"]))
+                if publisher is None or publisher.closed:
+                    continue
                 try:
-                    await cancel_here(run_id)
+                    await cancel_here(publisher.run_id)
                 except Exception:
-                    logger.exception("remote cancel of run %s failed", run_id)
+                    logger.exception("remote cancel of run %s failed", publisher.run_id)
 
     async def open_run(
         self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
@@ -556,13 +559,13 @@ class RedisRunBus:
             )
         return text
 
-    async def cancel(self, run_id: str) -> bool:
-        """Publishes the run id on the cancel channel if run ``run_id`` holds
+    async def cancel(self, key: str) -> bool:
+        """Publishes ``key`` on the cancel channel if the run under it holds
         a lease. Checkpoints; cancelled, it may or may not have gone out."""
-        keys = _Keys.of(self.prefix, f"run:{run_id}")
+        keys = _Keys.of(self.prefix, key)
         if not await self.call(lambda c: c.exists([keys.lease])):
             return False
-        await self.call(lambda c: c.publish(self.prefix + "cancel", run_id))
+        await self.call(lambda c: c.publish(self.prefix + "cancel", key))
         return True
 
     async def reap(self, keys: _Keys) -> bool:
