@@ -45,10 +45,11 @@ async def test_a_stop_ends_a_chat_run_its_client_left(
             assert await first.next_part() is not None
         await first.disconnect()
         await trio.sleep(3)  # the run outlives its client...
-        assert not model.calls[0].closed_early
+        running = not model.calls[0].closed_early
         stopped = await request(app, "POST", "/api/chat/c-stop/stop", json_body={})
         # ...until the stop: what a resumer reads then is the run's end.
         resumed = await request(app, "GET", "/api/chat/c-stop/stream")
+    assert running
     assert stopped.status == 200
     assert stopped.json() == {"success": True, "stopped": True}
     assert model.calls[0].closed_early
