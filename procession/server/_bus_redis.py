@@ -162,28 +162,44 @@ class _Publisher:
     lost: bool = False
     closed: bool = False
 
+    @property
+    def batch_frames(self) -> int:
+        # At most a quarter of the buffer: a batch landing at once must not
+        # trim away what a follower keeping up has not read yet.
+        bus = self.bus
+        return max(1, min(bus.batch_frames, bus.buffer_frames // 4))
+
     async def publish(self, frame: bytes) -> str:
+        (entry,) = await self.publish_many((frame,))
+        return entry
+
+    async def publish_many(self, frames: Sequence[bytes]) -> list[str]:
+        """Appends the frames in one round trip (one Lua call that checks the
+        lease once)."""
         if self.lost:
             raise RunBusError(f"run {self.run_id}: this replica lost its lease")
+        if not frames:
+            await trio.lowlevel.checkpoint()
+            return []
         bus = self.bus
         n = self.next
-        entry = await self._append(n, frame)
-        if entry is None and await bus.renew(self):
+        entries = await self._append(n, frames)
+        if entries is None and await bus.renew(self):
             # Redis lost the lease (a restart without persistence) and the
             # run was not reaped meanwhile: the lease is ours again.
-            entry = await self._append(n, frame)
-        if entry is None:
+            entries = await self._append(n, frames)
+        if entries is None:
             self.lost = True
             raise RunBusError(f"run {self.run_id}: this replica lost its lease")
-        self.next += 1
-        return _text(entry)
+        self.next += len(frames)
+        return [_text(entry) for entry in entries]
 
-    async def _append(self, n: int, frame: bytes) -> Any:
+    async def _append(self, n: int, frames: Sequence[bytes]) -> Any:
         bus = self.bus
         return await bus.call(
             lambda client: bus.scripts["publish"](
                 keys=[self.keys.lease, self.keys.frames],
-                args=[bus.replica, n, frame, bus.buffer_frames],
+                args=[bus.replica, n, bus.buffer_frames, *frames],
             )
         )
 
@@ -285,6 +301,9 @@ class RedisRunBus:
         outage_s: how long a read or publish retries an unreachable Redis
             before it fails with ``RunBusError`` (default ``lease_s``).
         prefix: the prefix of every key and channel.
+        batch_frames: at most this many of a run's frames that are ready
+            together go to Redis in one call (one round trip); at most a
+            quarter of ``buffer_frames``.
 
     Enter ``running(...)`` (the app's ASGI lifespan does) before use."""
 
@@ -294,6 +313,7 @@ class RedisRunBus:
     keep_s: int = 600
     outage_s: float | None = None
     prefix: str = "procession:"
+    batch_frames: int = 64
     replica: str = attrs.field(factory=lambda: uuid.uuid4().hex, init=False)
     scripts: dict[str, Any] = attrs.field(factory=dict, init=False)
     _client: Any = attrs.field(default=None, init=False)
@@ -304,8 +324,10 @@ class RedisRunBus:
             raise ConfigurationError(
                 f"a Redis bus URL is redis://..., got {self.url!r}"
             )
-        if self.lease_s <= 0 or self.buffer_frames < 1:
-            raise ConfigurationError("lease_s must be > 0 and buffer_frames >= 1")
+        if self.lease_s <= 0 or self.buffer_frames < 1 or self.batch_frames < 1:
+            raise ConfigurationError(
+                "lease_s must be > 0, buffer_frames and batch_frames >= 1"
+            )
         if self.outage_s is None:
             self.outage_s = self.lease_s
 

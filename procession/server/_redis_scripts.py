@@ -120,11 +120,18 @@ return total
 """
 )
 
-# KEYS: lease, frames; ARGV: replica, n, frame, maxlen
+# KEYS: lease, frames; ARGV: replica, the first frame's number, maxlen,
+# frames... Appends the frames in order if the lease is this replica's (one
+# round trip for a batch); returns their entry ids, or false.
 PUBLISH: Final = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
-return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
-                  'n', ARGV[2], 'f', ARGV[3])
+local first = tonumber(ARGV[2])
+local ids = {}
+for i = 4, #ARGV do
+  ids[#ids + 1] = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
+                             'n', first + i - 4, 'f', ARGV[i])
+end
+return ids
 """
 
 # KEYS: lease, frames, lost, attached; ARGV: replica, n, keep s
