@@ -115,6 +115,9 @@ class ProcessionApp:
         self.resume_grace_s = resume_grace_s
         self.tracer_provider = tracer_provider
         self.runs = RunRegistry(limit=max_concurrent_runs)
+        # Resume key (run:<runId>, chat:<chatId>) -> the id of the run this
+        # process executes under it: a chat is stopped by its key.
+        self._run_ids: dict[str, str] = {}
         self._shutdown: trio.Event | None = None
         self._routes = self._route_table()
 
@@ -167,6 +170,12 @@ class ProcessionApp:
                 r"/api/chat/(?P<chat>[^/]+)/stream",
                 "/api/chat/{id}/stream",
                 self._resume_chat,
+            ),
+            (
+                "POST",
+                r"/api/chat/(?P<chat>[^/]+)/stop",
+                "/api/chat/{id}/stop",
+                self._stop_chat,
             ),
             ("GET", "/api/memory/threads", "/api/memory/threads", self._threads),
             (
@@ -383,6 +392,7 @@ class ProcessionApp:
             except KeyError:
                 raise HttpError(409, f"{resume_key} is already running") from None
         self.runs.reserved += 1
+        self._run_ids[resume_key] = request.run_id
         try:
             if self.bus is None:
                 await stream_response(
@@ -411,6 +421,8 @@ class ProcessionApp:
                 self.bus.remove(resume_key)
         finally:
             self.runs.reserved -= 1
+            if self._run_ids.get(resume_key) == request.run_id:
+                del self._run_ids[resume_key]
 
     async def _stream(self, req: _Request) -> None:
         agent = self._agent(req.params["agent"])
@@ -541,9 +553,31 @@ class ProcessionApp:
         self._agent(req.params["agent"])
         run_id = req.params["run"]
         here = await self.cancel_here(run_id)
-        if not here and (self.bus is None or not await self.bus.cancel(run_id)):
+        if not here and not await self._cancel_elsewhere(f"run:{run_id}"):
             raise HttpError(404, f"no run {run_id!r} is running")
         await send_json(req.send, 200, {"message": "Run cancelled", "runId": run_id})
+
+    async def _stop_chat(self, req: _Request) -> None:
+        """The AI SDK's way to stop a resumable chat (its guide "Stop an
+        Active Resumable Stream"): ``chat.stop()`` only drops the connection,
+        which a resumable run outlives, so the client first POSTs to
+        ``/api/chat/{id}/stop``. Cancels the chat's run on whichever replica
+        executes it; 200 ``{"success": true, "stopped": <bool>}`` either way
+        (a stop that arrives after the run ended is no error)."""
+        key = f"chat:{req.params['chat']}"
+        run_id = self._run_ids.get(key)
+        stopped = run_id is not None and await self.cancel_here(run_id)
+        if not stopped:
+            stopped = await self._cancel_elsewhere(key)
+        await send_json(req.send, 200, {"success": True, "stopped": stopped})
+
+    async def _cancel_elsewhere(self, key: str) -> bool:
+        """Ask the bus to cancel the run under ``key`` on another replica;
+        False without a bus or when no live run has the key."""
+        if self.bus is None:
+            await trio.lowlevel.checkpoint()
+            return False
+        return await self.bus.cancel(key)
 
     async def cancel_here(self, run_id: str) -> bool:
         """Cancel run ``run_id`` if this process executes it; True if so (the

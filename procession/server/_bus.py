@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
 import trio
@@ -86,6 +86,18 @@ class RunPublisher(Protocol):
         when the bus failed. Checkpoints."""
         ...
 
+    @property
+    def batch_frames(self) -> int:
+        """How many frames ``publish_many`` takes at once; 1 when batching
+        gains nothing (the run's frames are then published one by one)."""
+        ...
+
+    async def publish_many(self, frames: Sequence[bytes]) -> Sequence[int | str]:
+        """Append ``frames`` (at most ``batch_frames``) in order, as
+        ``publish`` would one by one; their ids. ``RunBusError`` when the bus
+        failed (some of them may have been appended). Checkpoints."""
+        ...
+
     async def aclose(self) -> None:
         """The run ended: subscribers read what is left, then the end.
         Checkpoints."""
@@ -133,10 +145,11 @@ class RunBus(Protocol):
         no header); ``ValueError`` if it cannot be one of this bus's ids."""
         ...
 
-    async def cancel(self, run_id: str) -> bool:
-        """Ask whichever process executes run ``run_id`` to cancel it; False
-        if no live run has that id on the bus. Checkpoints; cancelled, the
-        request may or may not have gone out."""
+    async def cancel(self, key: str) -> bool:
+        """Ask whichever process executes the run under ``key`` to cancel it
+        (its ``cancel_here`` gets the run's id); False if no live run has
+        that key on the bus. Checkpoints; cancelled, the request may or may
+        not have gone out."""
         ...
 
     def remove(self, key: str) -> None:
@@ -173,6 +186,7 @@ class _Log:
     """One run's frames in memory (``InProcessRunBus``)."""
 
     capacity: int
+    batch_frames: ClassVar[int] = 1  # in memory, one by one costs nothing
     frames: deque[bytes] = attrs.field(factory=deque)
     first: int = 1
     next: int = 1
@@ -210,6 +224,10 @@ class _Log:
         self.next += 1
         self.changed()
         return seq
+
+    async def publish_many(self, frames: Sequence[bytes]) -> list[int]:
+        """``publish`` each frame, in order."""
+        return [await self.publish(frame) for frame in frames]
 
     def close(self) -> None:
         self.closed = True
@@ -293,7 +311,7 @@ class InProcessRunBus:
             raise ValueError(f"Last-Event-ID must be a frame number, got {text[:40]!r}")
         return int(text)
 
-    async def cancel(self, run_id: str) -> bool:
+    async def cancel(self, key: str) -> bool:
         """No other process to ask: False, after one checkpoint."""
         await trio.lowlevel.checkpoint()
         return False

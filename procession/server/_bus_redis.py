@@ -14,10 +14,13 @@ Per run key ``K`` (``run:<runId>``, ``chat:<chatId>``), under ``prefix``:
 * ``K:lost``: the frames to write if the replica dies (``error``,
   ``step-finish``, ``finish``, ``[DONE]``). A follower that waits and finds
   the lease gone appends them and the end (Lua, once: the list is deleted).
-* ``K:attached``: how many clients read the run, on any replica (the grace
-  before a run nobody follows is cancelled).
+* ``K:attached``: how many clients read the run, per replica (the grace
+  before a run nobody follows is cancelled). Only the clients of live
+  replicas count: each replica's heartbeat (``<prefix>replicas``, renewed with
+  its leases, expiring in ``lease_s``) says it is alive, so the clients of a
+  replica that died stop counting within ``lease_s``.
 * ``<prefix>cancel``: a pub/sub channel; a cancel on any replica publishes the
-  run id, the replica that executes it cancels it (latency: one pub/sub hop).
+  run key, the replica that executes it cancels it (latency: one pub/sub hop).
 
 Frames numbers (``n``) let a reader see a gap exactly: a resumer whose
 ``Last-Event-ID`` entry was trimmed, or a reader the trimming overtook, gets
@@ -41,6 +44,7 @@ import attrs
 import trio
 
 from ..processors import ConfigurationError
+from . import _redis_scripts as lua
 from ._bus import CancelHere, ReplayGap, RunBusError
 
 __all__ = ["RedisRunBus"]
@@ -49,95 +53,6 @@ logger: Final = logging.getLogger("procession.server")
 
 _T = TypeVar("_T")
 _ENTRY_ID: Final = re.compile(r"\d+-\d+")
-
-# KEYS: lease, frames, lost, attached; ARGV: replica, lease ms, lost frames...
-_OPEN: Final = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) == false then
-  return 0
-end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
-return 1
-"""
-
-# KEYS: lease, frames, lost; ARGV: replica, lease ms, lost frames...
-# Renews the lease; re-takes it when Redis lost it (a restart without
-# persistence) unless the run was ended or reaped meanwhile.
-_RENEW: Final = """
-local owner = redis.call('GET', KEYS[1])
-if owner == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if owner then return 0 end
-if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
-  return 0
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
-end
-return 1
-"""
-
-# KEYS: every lease this replica holds; ARGV: replica, lease ms. One call for
-# all of them (a replica with a thousand runs renews in one round trip);
-# returns the 1-based indices of the leases not renewed.
-_RENEW_ALL: Final = """
-local missed = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
-    redis.call('PEXPIRE', key, ARGV[2])
-  else
-    table.insert(missed, i)
-  end
-end
-return missed
-"""
-
-# KEYS: lease, frames; ARGV: replica, n, frame, maxlen
-_PUBLISH: Final = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
-return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
-                  'n', ARGV[2], 'f', ARGV[3])
-"""
-
-# KEYS: lease, frames, lost, attached; ARGV: replica, n, keep s
-_CLOSE: Final = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('XADD', KEYS[2], '*', 'n', ARGV[2], 'end', '1')
-redis.call('DEL', KEYS[1], KEYS[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-redis.call('EXPIRE', KEYS[4], ARGV[3])
-return 1
-"""
-
-# KEYS: lease, frames, lost, attached; ARGV: keep s
-# The run's replica is gone (no lease) and the run never ended (its lost
-# frames are still there): write them and the end, once.
-_REAP: Final = """
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 0 then
-  return 0
-end
-local n = 0
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-if #last > 0 then
-  local fields = last[1][2]
-  for i = 1, #fields, 2 do
-    if fields[i] == 'end' then return 0 end
-    if fields[i] == 'n' then n = tonumber(fields[i + 1]) end
-  end
-end
-for _, frame in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-  n = n + 1
-  redis.call('XADD', KEYS[2], '*', 'n', n, 'f', frame)
-end
-redis.call('XADD', KEYS[2], '*', 'n', n + 1, 'end', '1')
-redis.call('DEL', KEYS[3])
-redis.call('EXPIRE', KEYS[2], ARGV[1])
-redis.call('EXPIRE', KEYS[4], ARGV[1])
-return 1
-"""
 
 
 def _coredis() -> Any:
@@ -247,28 +162,44 @@ class _Publisher:
     lost: bool = False
     closed: bool = False
 
+    @property
+    def batch_frames(self) -> int:
+        # At most a quarter of the buffer: a batch landing at once must not
+        # trim away what a follower keeping up has not read yet.
+        bus = self.bus
+        return max(1, min(bus.batch_frames, bus.buffer_frames // 4))
+
     async def publish(self, frame: bytes) -> str:
+        (entry,) = await self.publish_many((frame,))
+        return entry
+
+    async def publish_many(self, frames: Sequence[bytes]) -> list[str]:
+        """Appends the frames in one round trip (one Lua call that checks the
+        lease once)."""
         if self.lost:
             raise RunBusError(f"run {self.run_id}: this replica lost its lease")
+        if not frames:
+            await trio.lowlevel.checkpoint()
+            return []
         bus = self.bus
         n = self.next
-        entry = await self._append(n, frame)
-        if entry is None and await bus.renew(self):
+        entries = await self._append(n, frames)
+        if entries is None and await bus.renew(self):
             # Redis lost the lease (a restart without persistence) and the
             # run was not reaped meanwhile: the lease is ours again.
-            entry = await self._append(n, frame)
-        if entry is None:
+            entries = await self._append(n, frames)
+        if entries is None:
             self.lost = True
             raise RunBusError(f"run {self.run_id}: this replica lost its lease")
-        self.next += 1
-        return _text(entry)
+        self.next += len(frames)
+        return [_text(entry) for entry in entries]
 
-    async def _append(self, n: int, frame: bytes) -> Any:
+    async def _append(self, n: int, frames: Sequence[bytes]) -> Any:
         bus = self.bus
         return await bus.call(
             lambda client: bus.scripts["publish"](
                 keys=[self.keys.lease, self.keys.frames],
-                args=[bus.replica, n, frame, bus.buffer_frames],
+                args=[bus.replica, n, bus.buffer_frames, *frames],
             )
         )
 
@@ -293,14 +224,18 @@ class _Publisher:
         )
 
     async def wait_unattended(self, grace_s: float) -> None:
-        """Polls the attached count (any replica's clients) every
-        ``poll_ms``."""
+        """Polls the attached count (the clients of every live replica)
+        every ``poll_ms``."""
         bus = self.bus
         alone_since: float | None = None
         while True:
-            raw = await bus.call(lambda client: client.get(self.keys.attached))
+            raw = await bus.call(
+                lambda client: bus.scripts["attached"](
+                    keys=[self.keys.attached, bus.replicas_key], args=[]
+                )
+            )
             now = trio.current_time()
-            if raw is not None and int(raw) > 0:
+            if int(raw) > 0:
                 alone_since = None
             elif alone_since is None:
                 alone_since = now
@@ -331,12 +266,21 @@ class _RedisLog:
                 )
                 oldest = _text(first[0].identifier) if first else "nothing (gone)"
                 subscription.gap = ReplayGap(after, oldest)
-        await bus.call(lambda c: c.incr(keys.attached))
+        await bus.call(
+            lambda c: bus.scripts["attach"](
+                keys=[keys.attached, bus.replicas_key],
+                args=[bus.replica, bus.lease_ms],
+            )
+        )
         try:
             yield subscription
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(bus.outage_s or 1):
-                await bus.call(lambda c: c.decr(keys.attached))
+                await bus.call(
+                    lambda c: bus.scripts["detach"](
+                        keys=[keys.attached], args=[bus.replica]
+                    )
+                )
 
 
 @attrs.define(eq=False)
@@ -357,6 +301,9 @@ class RedisRunBus:
         outage_s: how long a read or publish retries an unreachable Redis
             before it fails with ``RunBusError`` (default ``lease_s``).
         prefix: the prefix of every key and channel.
+        batch_frames: at most this many of a run's frames that are ready
+            together go to Redis in one call (one round trip); at most a
+            quarter of ``buffer_frames``.
 
     Enter ``running(...)`` (the app's ASGI lifespan does) before use."""
 
@@ -366,6 +313,7 @@ class RedisRunBus:
     keep_s: int = 600
     outage_s: float | None = None
     prefix: str = "procession:"
+    batch_frames: int = 64
     replica: str = attrs.field(factory=lambda: uuid.uuid4().hex, init=False)
     scripts: dict[str, Any] = attrs.field(factory=dict, init=False)
     _client: Any = attrs.field(default=None, init=False)
@@ -376,8 +324,10 @@ class RedisRunBus:
             raise ConfigurationError(
                 f"a Redis bus URL is redis://..., got {self.url!r}"
             )
-        if self.lease_s <= 0 or self.buffer_frames < 1:
-            raise ConfigurationError("lease_s must be > 0 and buffer_frames >= 1")
+        if self.lease_s <= 0 or self.buffer_frames < 1 or self.batch_frames < 1:
+            raise ConfigurationError(
+                "lease_s must be > 0, buffer_frames and batch_frames >= 1"
+            )
         if self.outage_s is None:
             self.outage_s = self.lease_s
 
@@ -387,8 +337,14 @@ class RedisRunBus:
         return max(10, min(250, int(self.lease_s * 1000 / 4)))
 
     @property
-    def _lease_ms(self) -> int:
+    def lease_ms(self) -> int:
+        """``lease_s`` in whole milliseconds (at least 1)."""
         return max(1, math.ceil(self.lease_s * 1000))
+
+    @property
+    def replicas_key(self) -> str:
+        """The sorted set of replica heartbeats (replica -> expiry, ms)."""
+        return self.prefix + "replicas"
 
     async def call(self, command: Callable[[Any], Awaitable[_T]]) -> _T:
         """``command(client)``, retried while Redis is unreachable, for
@@ -439,16 +395,20 @@ class RedisRunBus:
             self._client = client
             try:
                 for name, source in (
-                    ("open", _OPEN),
-                    ("renew", _RENEW),
-                    ("renew_all", _RENEW_ALL),
-                    ("publish", _PUBLISH),
-                    ("close", _CLOSE),
-                    ("reap", _REAP),
+                    ("open", lua.OPEN),
+                    ("renew", lua.RENEW),
+                    ("renew_all", lua.RENEW_ALL),
+                    ("publish", lua.PUBLISH),
+                    ("close", lua.CLOSE),
+                    ("reap", lua.REAP),
+                    ("attach", lua.ATTACH),
+                    ("detach", lua.DETACH),
+                    ("attached", lua.ATTACHED),
                 ):
                     self.scripts[name] = client.register_script(source)
                 # Unreachable at startup: RunBusError here, not in a group.
-                await self.call(lambda c: c.ping())
+                # The first heartbeat: this replica's clients count at once.
+                await self.call(functools.partial(self._renew_all, []))
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._renew_leases)
                     await nursery.start(self._listen_cancels, cancel_here)
@@ -458,11 +418,11 @@ class RedisRunBus:
                 self._client = None
 
     async def _renew_leases(self) -> None:
+        """Every ``lease_s / 3``: this replica's heartbeat (even with no run
+        of its own: its clients count while it lives) and its leases."""
         while True:
             await trio.sleep(self.lease_s / 3)
             live = [p for p in self._publishers.values() if not (p.closed or p.lost)]
-            if not live:
-                continue
             try:
                 missed = await self.call(
                     functools.partial(self._renew_all, [p.keys.lease for p in live])
@@ -475,7 +435,9 @@ class RedisRunBus:
 
     def _renew_all(self, leases: list[str], client: Any) -> Awaitable[Any]:
         renew: Any = self.scripts["renew_all"]
-        result: Awaitable[Any] = renew(keys=leases, args=[self.replica, self._lease_ms])
+        result: Awaitable[Any] = renew(
+            keys=[self.replicas_key, *leases], args=[self.replica, self.lease_ms]
+        )
         return result
 
     async def _renew_or_lose(self, publisher: _Publisher) -> None:
@@ -500,7 +462,7 @@ class RedisRunBus:
         held = await self.call(
             lambda c: self.scripts["renew"](
                 keys=[keys.lease, keys.frames, keys.lost],
-                args=[self.replica, self._lease_ms, *publisher.lost_frames],
+                args=[self.replica, self.lease_ms, *publisher.lost_frames],
             )
         )
         return bool(held)
@@ -514,11 +476,14 @@ class RedisRunBus:
             async for message in pubsub:
                 if message["type"] != "message":
                     continue
-                run_id = _text(message["data"])
+                # Every replica hears it; the one holding the key's run acts.
+                publisher = self._publishers.get(_text(message["data"]))
+                if publisher is None or publisher.closed:
+                    continue
                 try:
-                    await cancel_here(run_id)
+                    await cancel_here(publisher.run_id)
                 except Exception:
-                    logger.exception("remote cancel of run %s failed", run_id)
+                    logger.exception("remote cancel of run %s failed", publisher.run_id)
 
     async def open_run(
         self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
@@ -529,7 +494,7 @@ class RedisRunBus:
         taken = await self.call(
             lambda c: self.scripts["open"](
                 keys=[keys.lease, keys.frames, keys.lost, keys.attached],
-                args=[self.replica, self._lease_ms, *lost_frames],
+                args=[self.replica, self.lease_ms, *lost_frames],
             )
         )
         if not taken:
@@ -556,13 +521,13 @@ class RedisRunBus:
             )
         return text
 
-    async def cancel(self, run_id: str) -> bool:
-        """Publishes the run id on the cancel channel if run ``run_id`` holds
+    async def cancel(self, key: str) -> bool:
+        """Publishes ``key`` on the cancel channel if the run under it holds
         a lease. Checkpoints; cancelled, it may or may not have gone out."""
-        keys = _Keys.of(self.prefix, f"run:{run_id}")
+        keys = _Keys.of(self.prefix, key)
         if not await self.call(lambda c: c.exists([keys.lease])):
             return False
-        await self.call(lambda c: c.publish(self.prefix + "cancel", run_id))
+        await self.call(lambda c: c.publish(self.prefix + "cancel", key))
         return True
 
     async def reap(self, keys: _Keys) -> bool:

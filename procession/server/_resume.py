@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
@@ -142,19 +142,10 @@ async def _pump(
     or one failure frame. A log that can take no more (``RunBusError``)
     cancels the run."""
     try:
-        try:
-            async for chunk in stream:
-                for frame in settings.encode(chunk):
-                    await publisher.publish(frame)
-        except RunBusError:
-            raise
-        except Exception as exc:
-            logger.exception("run %s failed while streaming", stream.run_id)
-            await publisher.publish(
-                settings.failure_frame(f"{type(exc).__name__}: {exc}")
-            )
+        if publisher.batch_frames > 1:
+            await _publish_batched(stream, publisher, settings)
         else:
-            await publisher.publish(DONE_FRAME)
+            await _read_run(stream, settings, publisher.publish)
     except RunBusError as exc:
         logger.error("run %s: the run bus failed (%s); cancelled", stream.run_id, exc)
         await stream.cancel()
@@ -165,6 +156,62 @@ async def _pump(
         except RunBusError as exc:
             logger.error("run %s: its log was not closed: %s", stream.run_id, exc)
         done.set()
+
+
+async def _read_run(
+    stream: AgentStream,
+    settings: StreamSettings,
+    put: Callable[[bytes], Awaitable[object]],
+) -> None:
+    """Hand the run's frames to ``put``, in order: its chunks', then
+    ``[DONE]`` at a clean end, or one failure frame when the run raised.
+    What ``put`` raises goes up."""
+    try:
+        async for chunk in stream:
+            for frame in settings.encode(chunk):
+                await put(frame)
+    except (RunBusError, trio.BrokenResourceError):
+        raise  # from put: the log failed, not the run
+    except Exception as exc:
+        logger.exception("run %s failed while streaming", stream.run_id)
+        await put(settings.failure_frame(f"{type(exc).__name__}: {exc}"))
+    else:
+        await put(DONE_FRAME)
+
+
+async def _publish_batched(
+    stream: AgentStream, publisher: RunPublisher, settings: StreamSettings
+) -> None:
+    """``_read_run`` into ``publisher`` with the frames that are ready
+    together published at once: while one batch is on its way, the run's
+    next frames wait (up to ``batch_frames`` of them, then the run waits
+    too) and go in the next. Order, and each frame once, as one by one.
+    ``RunBusError`` when the log failed."""
+    size = publisher.batch_frames
+    send, receive = trio.open_memory_channel[bytes](size)
+    failed: list[RunBusError] = []
+
+    async def write(cancel_scope: trio.CancelScope) -> None:
+        with receive:
+            try:
+                async for frame in receive:
+                    batch = [frame]
+                    while len(batch) < size:
+                        try:
+                            batch.append(receive.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                    await publisher.publish_many(batch)
+            except RunBusError as exc:
+                failed.append(exc)
+                cancel_scope.cancel()  # the reader stops where it is
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(write, nursery.cancel_scope)
+        with send:
+            await _read_run(stream, settings, send.send)
+    if failed:
+        raise failed[0]
 
 
 async def _cancel_when(

@@ -3,7 +3,8 @@
 on a slow scripted model (``PROCESSION_TEST_WORDS`` words, one every
 ``PROCESSION_TEST_EVERY_S`` seconds, per call), on the Redis bus at
 ``PROCESSION_TEST_REDIS_URL`` under ``PROCESSION_TEST_REDIS_PREFIX``, with a
-lease of ``PROCESSION_TEST_LEASE_S`` seconds."""
+lease of ``PROCESSION_TEST_LEASE_S`` seconds and a grace for unattended runs
+of ``PROCESSION_TEST_GRACE_S`` (30)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def _app() -> Any:
         instructions="Be brief.",
         model=ScriptedModel([slow_turn() for _ in range(50)]),
     )
-    return create_app([agent], bus=bus, keepalive_s=0, resume_grace_s=30)
+    grace_s = float(os.environ.get("PROCESSION_TEST_GRACE_S", "30"))
+    return create_app([agent], bus=bus, keepalive_s=0, resume_grace_s=grace_s)
 
 
 app = _app() if "PROCESSION_TEST_REDIS_URL" in os.environ else None

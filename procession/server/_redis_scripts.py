@@ -1,0 +1,172 @@
+"""The Lua scripts of ``RedisRunBus`` (``_bus_redis``): each runs atomically
+in Redis, so a lease is checked and used in one step, and a dead replica's
+run is marked failed once.
+
+Keys of a run ``K`` (``KEYS`` in each script's comment): ``K:lease``,
+``K:frames``, ``K:lost``, ``K:attached`` (a hash: replica -> how many of its
+clients read the run), and ``<prefix>replicas`` (a sorted set: replica ->
+when its heartbeat expires, in ms on Redis's clock, renewed with its leases).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "ATTACH",
+    "ATTACHED",
+    "CLOSE",
+    "DETACH",
+    "OPEN",
+    "PUBLISH",
+    "REAP",
+    "RENEW",
+    "RENEW_ALL",
+]
+
+# Redis's clock, in ms (``TIME``: allowed in scripts since Redis 5, which
+# replicates a script's effects rather than the script).
+_NOW: Final = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+
+# KEYS: lease, frames, lost, attached; ARGV: replica, lease ms, lost frames...
+OPEN: Final = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) == false then
+  return 0
+end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+return 1
+"""
+
+# KEYS: lease, frames, lost; ARGV: replica, lease ms, lost frames...
+# Renews the lease; re-takes it when Redis lost it (a restart without
+# persistence) unless the run was ended or reaped meanwhile.
+RENEW: Final = """
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if owner then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+end
+return 1
+"""
+
+# KEYS: the replicas, then every lease this replica holds; ARGV: replica,
+# lease ms. The replica's heartbeat and all its leases in one call (a replica
+# with a thousand runs renews in one round trip); returns the 1-based indices
+# (among the leases) of the leases not renewed.
+RENEW_ALL: Final = (
+    _NOW
+    + """
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('(%d', now))
+local missed = {}
+for i = 2, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  else
+    table.insert(missed, i - 1)
+  end
+end
+return missed
+"""
+)
+
+# KEYS: attached, replicas; ARGV: replica, lease ms. One more client of this
+# replica reads the run (and the replica's heartbeat is fresh: a Redis that
+# lost it, restarted, counts the client at once).
+ATTACH: Final = (
+    _NOW
+    + """
+redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+return 1
+"""
+)
+
+# KEYS: attached; ARGV: replica. One client fewer.
+DETACH: Final = """
+if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 1
+"""
+
+# KEYS: attached, replicas. How many clients read the run on replicas whose
+# heartbeat has not expired: a dead replica's clients stop counting (and
+# count again should its heartbeat come back).
+ATTACHED: Final = (
+    _NOW
+    + """
+local total = 0
+local counts = redis.call('HGETALL', KEYS[1])
+for i = 1, #counts, 2 do
+  local expires = redis.call('ZSCORE', KEYS[2], counts[i])
+  if expires and tonumber(expires) >= now then
+    total = total + tonumber(counts[i + 1])
+  end
+end
+return total
+"""
+)
+
+# KEYS: lease, frames; ARGV: replica, the first frame's number, maxlen,
+# frames... Appends the frames in order if the lease is this replica's (one
+# round trip for a batch); returns their entry ids, or false.
+PUBLISH: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+local first = tonumber(ARGV[2])
+local ids = {}
+for i = 4, #ARGV do
+  ids[#ids + 1] = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
+                             'n', first + i - 4, 'f', ARGV[i])
+end
+return ids
+"""
+
+# KEYS: lease, frames, lost, attached; ARGV: replica, n, keep s
+CLOSE: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('XADD', KEYS[2], '*', 'n', ARGV[2], 'end', '1')
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+redis.call('EXPIRE', KEYS[4], ARGV[3])
+return 1
+"""
+
+# KEYS: lease, frames, lost, attached; ARGV: keep s
+# The run's replica is gone (no lease) and the run never ended (its lost
+# frames are still there): write them and the end, once.
+REAP: Final = """
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 0 then
+  return 0
+end
+local n = 0
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  local fields = last[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'end' then return 0 end
+    if fields[i] == 'n' then n = tonumber(fields[i + 1]) end
+  end
+end
+for _, frame in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+  n = n + 1
+  redis.call('XADD', KEYS[2], '*', 'n', n, 'f', frame)
+end
+redis.call('XADD', KEYS[2], '*', 'n', n + 1, 'end', '1')
+redis.call('DEL', KEYS[3])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[4], ARGV[1])
+return 1
+"""
