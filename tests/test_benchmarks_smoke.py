@@ -9,9 +9,11 @@ import pathlib
 import sys
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, get_args
 
 import pytest
+
+from procession.actors import ExecutionMode
 
 SCRIPT = (
     pathlib.Path(__file__).resolve().parents[1]
@@ -37,10 +39,16 @@ def loaded(name: str) -> Iterator[ModuleType]:
         del sys.modules[spec.name]
 
 
-def run_quick(name: str) -> tuple[ModuleType, Any]:
-    """The module and the rows of ``benchmarks/<name>.py``'s ``main(["--quick"])``."""
+def run_quick(name: str, *extra: str) -> tuple[ModuleType, Any]:
+    """The module and the rows of ``benchmarks/<name>.py``'s
+    ``main(["--quick", *extra])``."""
     with loaded(name) as module:
-        return module, module.main(["--quick"])
+        return module, module.main(["--quick", *extra])
+
+
+# Every execution mode the library has: a benchmark must measure each, so a mode
+# added later shows up in every table without edits to the scripts.
+MODES = get_args(ExecutionMode)
 
 
 def test_the_quick_run_measures_every_mode(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,14 +80,25 @@ def test_the_quick_run_measures_every_mode(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_the_agent_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    _module, rows = run_quick("agent_stream")
-    assert {(r.setup, r.processors) for r in rows} == {
-        (setup, k)
-        for setup in ("pipeline", "agent.stream", "agent+otel sdk")
-        for k in (0, 5)
+    _module, rows = run_quick("agent_stream", "--no-mastra")
+    assert {(r.setup, r.mode, r.processors) for r in rows} == {
+        *(
+            (setup, mode, k)
+            for setup in ("pipeline", "agent.stream", "agent+otel sdk")
+            for mode in MODES
+            for k in (0, 5)
+        ),
+        *(
+            (floor, "-", k)
+            for floor in ("floor: awaited hooks", "floor: channel hop")
+            for k in (0, 5)
+        ),
     }
     assert all(r.us_per_chunk > 0 for r in rows)
-    assert "vs pipeline" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "vs pipeline" in printed
+    assert "mastra: skipped (--no-mastra)" in printed
+    assert "summary: 200 chunks" in printed
 
 
 def test_the_sse_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,11 +159,10 @@ def test_the_server_load_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_the_many_runs_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    _module, rows = run_quick("many_runs")
+    _module, rows = run_quick("many_runs", "--no-mastra")
     assert [r.setup for r in rows] == [
         "floor (task per stream)",
-        "agent fused",
-        "agent actors",
+        *(f"agent {mode}" for mode in MODES),
     ]
     assert all(r.chunks_per_second > 0 for r in rows)
     assert all(r.kib_per_run > 0 for r in rows)
