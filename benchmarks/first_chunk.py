@@ -69,7 +69,8 @@ async def _python_round(
     modes: Sequence[ExecutionMode], samples: int
 ) -> dict[tuple[str, str, int], list[float]]:
     """One round: a fresh agent per (mode, processors), warmed up, then
-    ``samples`` runs of each, the set-ups taking turns run by run."""
+    ``samples`` runs of each, the set-ups taking turns run by run (in a
+    rotating order)."""
     turn = _common.text_turn(CHUNKS)
     agents = {
         ("agent", mode, k): Agent(
@@ -85,8 +86,12 @@ async def _python_round(
         for _ in range(WARMUP):
             await _first_chunk(agent)
     times: dict[tuple[str, str, int], list[float]] = {key: [] for key in agents}
-    for _ in range(samples):
-        for key, agent in agents.items():
+    order = list(agents.items())
+    for sample in range(samples):
+        # Rotated each time, so no set-up always follows the same other one
+        # (whose garbage, say, it would always pay for).
+        turn_order = order[sample % len(order) :] + order[: sample % len(order)]
+        for key, agent in turn_order:
             times[key].append(await _first_chunk(agent))
     return times
 

@@ -251,7 +251,8 @@ def _report(rows: Sequence[Row], chunks: int) -> None:
         f"summary: {PROCESSORS} processors x {chunks // EVERY} waits of "
         f"{WAIT * 1000:g} ms over {chunks} chunks, time over the sequential floor: "
         + ", ".join(summary)
-        + f"; overlapped bound {bound}"
+        + f"; overlapped floor {bound} (ideal {1 / PROCESSORS:.2f}x: one "
+        "processor's waits, no per-chunk cost)"
     )
 
 

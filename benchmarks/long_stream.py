@@ -186,7 +186,7 @@ def _measure(
 def _report(rows: Sequence[Row], sizes: tuple[int, int]) -> None:
     short, long = (f"{n // 1000}k" if n >= 1000 else str(n) for n in sizes)
     print(
-        f"{'setup':<22}{'mode':<10}{f'us/chunk {short}':>14}{f'us/chunk {long}':>14}"
+        f"{'setup':<22}{'mode':<10}{f'us/chunk {short}':>15}{f'us/chunk {long}':>15}"
         f"{'growth':>8}{'vs mastra':>11}{'held B/chunk':>14}{'kept B/chunk':>14}"
     )
     mastra = next((r for r in rows if r.setup == MASTRA), None)
@@ -201,7 +201,7 @@ def _report(rows: Sequence[Row], sizes: tuple[int, int]) -> None:
             else _common.ratio(r.long_us, mastra.long_us)
         )
         print(
-            f"{r.setup:<22}{r.mode:<10}{r.short_us:>14.2f}{r.long_us:>14.2f}"
+            f"{r.setup:<22}{r.mode:<10}{r.short_us:>15.2f}{r.long_us:>15.2f}"
             f"{r.growth:>7.2f}x{versus:>11}{size(r.held_bytes):>14}{size(r.kept_bytes):>14}"
         )
     figures = [

@@ -21,7 +21,10 @@ async function firstChunk(agent) {
 const agents = new Map(processors.map(count => [count, agentWith(parts, passThroughs(count))]));
 for (const agent of agents.values()) for (let i = 0; i < warmup; i++) await firstChunk(agent);
 const us = Object.fromEntries(processors.map(count => [count, []]));
+const order = [...agents];
 for (let i = 0; i < samples; i++) {
-  for (const [count, agent] of agents) us[count].push(await firstChunk(agent));
+  // Rotated each time, as on the Python side.
+  const turn = [...order.slice(i % order.length), ...order.slice(0, i % order.length)];
+  for (const [count, agent] of turn) us[count].push(await firstChunk(agent));
 }
 emit({ us });

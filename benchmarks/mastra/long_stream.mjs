@@ -5,7 +5,7 @@
 // forced GC once the last chunk has been read while the run's output is still
 // referenced ("held") and after it is dropped ("kept"), less heapUsed after a
 // forced GC before the run, per chunk.
-import { agentWith, drain, emit, forceGc, params, passThroughs, textTurn, usPerChunk } from './common.mjs';
+import { agentWith, emit, forceGc, params, passThroughs, textTurn, usPerChunk } from './common.mjs';
 
 const { sizes, processors, measure } = params;
 
@@ -18,7 +18,7 @@ if (measure === 'time') {
   emit({ us_per_chunk: result });
 } else {
   const [size] = sizes;
-  let agent = agentWith(textTurn(size), passThroughs(processors));
+  const agent = agentWith(textTurn(size), passThroughs(processors));
   forceGc();
   const base = process.memoryUsage().heapUsed;
   let output = await agent.stream('hi');
@@ -28,5 +28,7 @@ if (measure === 'time') {
   output = undefined;
   forceGc();
   const kept = process.memoryUsage().heapUsed - base;
-  emit({ held_bytes_per_chunk: held / size, kept_bytes_per_chunk: kept / size, agent: typeof agent });
+  // agent.id read last: the agent is alive through both measurements, as on the
+  // Python side.
+  emit({ held_bytes_per_chunk: held / size, kept_bytes_per_chunk: kept / size, agent: agent.id });
 }
