@@ -110,7 +110,7 @@ from ._markers import (
 )
 from ._split import _NOTHING, Splitter
 from ._stage import _CHUNK_SET, _SLOW, _STOP, HOOK, _Pending, _Stage
-from ._watch import COUNTED, driven, schedule_points
+from ._watch import COUNTED, driven
 
 __all__ = ["OutputPipeline"]
 
@@ -168,6 +168,7 @@ class OutputPipeline:
         ]
         self._splitter: Splitter | None = None  # "adaptive": see _split
         self._task: Any = None  # "adaptive": the reading task (_watch's probe)
+        self._watching = any(stage.watch is not None for stage in self._stages)
         self._buffer: deque[Any] = deque()
         self._pending_terminal: Any = None
         self._resume: list[tuple[int, Any]] = []  # fused mode: see _chain
@@ -302,7 +303,13 @@ class OutputPipeline:
     async def _fill_fused(self) -> None:
         """Pull one source item and run it through every stage (in this task)."""
         assert self._iterator is not None
-        if self._splitter is not None:
+        if self._watching and (
+            self._task is None or (self._pulled + 1) % self.checkpoint_every == 0
+        ):
+            # The reading task, looked up now and then, not per chunk: a stream
+            # read from one task and then another is watched in the new one
+            # after at most checkpoint_every items (till then the probe may
+            # miss a yield, never misclassify a park: _watch).
             self._task = trio.lowlevel.current_task()
         if self._resume:
             await self._resume_interrupted()
@@ -412,10 +419,12 @@ class OutputPipeline:
                             if watch is None:
                                 result = await stage.fn(args)
                             elif watch is COUNTED:  # adaptive: see _watch
+                                # The task's count of schedule points, read
+                                # inline (_watch.schedule_points is the same).
                                 task = self._task
-                                points = schedule_points(task)
+                                points = task._schedule_points
                                 result = await stage.fn(args)
-                                if schedule_points(task) != points:
+                                if task._schedule_points != points:
                                     stage.yielded()
                             else:
                                 result = await driven(stage.fn(args), stage.seen)
