@@ -141,7 +141,8 @@ class StepRunner:
     async def _step_finish(
         self, finish: ModelFinish, response_id: str, reason: str, tools: bool
     ) -> None:
-        await self._control.inject(
+        # Settled (or the run ended) right after: no need to wait here.
+        await self._control.send_ahead(
             StepFinishChunk(
                 payload=StepFinishPayload(
                     step_result=StepResultInfo(
