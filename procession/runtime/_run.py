@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from typing import Any
 
 import attrs
@@ -78,20 +77,24 @@ class Coordinator:
         ``Cancelled`` that ends it (the outcome was decided) propagates."""
         state = self._state
         deadline = state.spec.run_deadline
-        with trio.move_on_after(
-            math.inf if deadline is None else deadline
-        ) as deadline_scope:
-            memory = state.spec.memory
-            if memory is None:
-                await self._run_to_end()
-            else:
-                # Runs on one thread take turns, from loading the history
-                # to saving the turn (Memory's docstring).
-                async with memory.thread_lock(state.message_list.thread_id):
-                    await self._run_to_end()
-        if deadline_scope.cancelled_caught and deadline is not None:
-            await self._end(Terminal(error=RunDeadlineExceeded(deadline)))
+        if deadline is None:
+            await self._run_locked()
+        else:
+            with trio.move_on_after(deadline) as deadline_scope:
+                await self._run_locked()
+            if deadline_scope.cancelled_caught:
+                await self._end(Terminal(error=RunDeadlineExceeded(deadline)))
         state.completed = True
+
+    async def _run_locked(self) -> None:
+        memory = self._state.spec.memory
+        if memory is None:
+            await self._run_to_end()
+            return
+        # Runs on one thread take turns, from loading the history to saving
+        # the turn (Memory's docstring).
+        async with memory.thread_lock(self._state.message_list.thread_id):
+            await self._run_to_end()
 
     async def _run_to_end(self) -> None:
         """Every phase, then the run's end (or the end a failure proposes)."""

@@ -25,7 +25,6 @@ from ..actors import (
     ProcessorActor,
     RetryRequested,
     RunControl,
-    unwrapping_a_lone_exception,
 )
 from ..chunks import CHUNK_CLASSES, from_wire
 from ..data import (
@@ -398,16 +397,17 @@ class StepRunner:
                 await control.inject(state.stamp(chunk))
             return raw, told or ModelFinish(finish_reason=replay_reason(raw))
         idle = state.spec.idle_timeout
-        watch = IdleWatch(idle if idle is not None else math.inf)
+        # The watchdog beside the read (started in the run's nursery only once
+        # the run waits for the model), not a cancel-scope deadline moved on
+        # every chunk (twice the cost); its scope is the read's own.
+        watch = IdleWatch(
+            idle if idle is not None else math.inf, control.reading(), state.spawn
+        )
         try:
-            # The watchdog beside the read: a nursery per model call, not a
-            # cancel-scope deadline moved on every chunk (twice the cost).
-            with unwrapping_a_lone_exception():
-                async with trio.open_nursery() as watching:
-                    if idle is not None:
-                        watching.start_soon(watch.run)
-                    raw_finish = await self._read_model(config, prompt, raw, watch)
-                    watching.cancel_scope.cancel()
+            try:
+                raw_finish = await self._read_model(config, prompt, raw, watch)
+            finally:
+                watch.stop()
             if watch.fired:
                 raise ModelIdleTimeout(idle or 0.0, provider=config.model.provider)
             return raw_finish
@@ -435,7 +435,9 @@ class StepRunner:
         # The model's own chunks are kept only for process_llm_response.
         keep = bool(self._lanes.lane("process_llm_response", "input"))
         reader = ModelReader(self._state, self._control, watch, raw, keep=keep)
-        with self._control.reading() as scope, watch.scope:
+        # One scope: a granted retry, the run's end and the idle timeout all
+        # stop the read (RunControl.reading, IdleWatch).
+        with watch.scope as scope:
             async with config.model.stream(_request(config, prompt)) as response:
                 await reader.read(response.__aiter__())
                 finish = merged_finish(response.finish, reader.told) or ModelFinish(

@@ -294,6 +294,7 @@ async def open_stream(
                 abort_signal=state.abort_signal,
             ) as pipeline,
         ):
+            state.spawn = nursery.start_soon
             cls = _TracedAgentStream if state.telemetry.active else AgentStream
             stream = cls(state, control, pipeline, coordinator, coordinator_done)
             nursery.start_soon(run_coordinator)
