@@ -35,7 +35,6 @@ queued: the order in which user code sees things is the channel's.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -80,7 +79,9 @@ class ControlSource:
     )
 
     def __init__(self) -> None:
-        self._items: deque[Any] = deque()
+        # A list, not a deque: it holds a step's few items at most, and a
+        # deque costs ten times as much memory (one is made per run).
+        self._items: list[Any] = []
         self._reader: trio.lowlevel.Task | None = None
         self._sender: trio.lowlevel.Task | None = None
         self._own: Any = None  # the item of the send that waits (see wait_taken)
@@ -164,7 +165,7 @@ class ControlSource:
                 raise StopAsyncIteration
             self._reader = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_read)
-        item = items.popleft()
+        item = items.pop(0)
         if not items:
             self._wake_sender()
         return item

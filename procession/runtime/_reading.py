@@ -15,7 +15,6 @@ finished for good, the stream silently cut short).
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -122,9 +121,9 @@ class ModelReader:
     """
 
     __slots__ = (
-        "_consumer_wakeup",
+        "_consumer",
         "_control",
-        "_coordinator_wakeup",
+        "_coordinator",
         "_done",
         "_error",
         "_keep",
@@ -158,12 +157,15 @@ class ModelReader:
         self._nowait: Callable[[], Any] | None = None
         # The hand-over: chunks the coordinator read (awaiting) for the puller;
         # whether the coordinator holds the response now; whether it is done.
-        self._ready: deque[Any] = deque()
+        # (A list, not a deque: it holds one chunk at most, and a run makes one.)
+        self._ready: list[Any] = []
         self._reading = False
         self._done = False
         self._error: Exception | None = None
-        self._coordinator_wakeup: trio.Event | None = None
-        self._consumer_wakeup: trio.Event | None = None
+        # The task parked waiting for the other side, if any (not an Event
+        # per wait: one side at a time waits, and it always parks).
+        self._coordinator: trio.lowlevel.Task | None = None
+        self._consumer: trio.lowlevel.Task | None = None
 
     # --- one chunk ----------------------------------------------------------------
 
@@ -246,8 +248,8 @@ class ModelReader:
         await the next chunk here and hand it over, then wait again."""
         while True:
             while not (self._reading or self._done):
-                wakeup = self._coordinator_wakeup = trio.Event()
-                await wakeup.wait()
+                self._coordinator = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort_coordinator)
             if self._done:
                 return
             chunk = await self._next(iterator)
@@ -267,7 +269,7 @@ class ModelReader:
         ``InlineSource``). Runs in the pipeline's reading task; never
         checkpoints and never awaits the model."""
         if self._ready:
-            return self._ready.popleft()
+            return self._ready.pop(0)
         if self._done:
             raise trio.EndOfChannel
         if self._reading:
@@ -304,8 +306,8 @@ class ModelReader:
             try:
                 return self.pull_nowait()
             except trio.WouldBlock:
-                wakeup = self._consumer_wakeup = trio.Event()
-                await wakeup.wait()
+                self._consumer = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort_consumer)
 
     # --- both ------------------------------------------------------------------------
 
@@ -315,16 +317,24 @@ class ModelReader:
         self._wake_consumer()
 
     def _wake_coordinator(self) -> None:
-        wakeup = self._coordinator_wakeup
-        if wakeup is not None:
-            self._coordinator_wakeup = None
-            wakeup.set()
+        task = self._coordinator
+        if task is not None:
+            self._coordinator = None
+            trio.lowlevel.reschedule(task)
 
     def _wake_consumer(self) -> None:
-        wakeup = self._consumer_wakeup
-        if wakeup is not None:
-            self._consumer_wakeup = None
-            wakeup.set()
+        task = self._consumer
+        if task is not None:
+            self._consumer = None
+            trio.lowlevel.reschedule(task)
+
+    def _abort_coordinator(self, _: Any) -> trio.lowlevel.Abort:
+        self._coordinator = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def _abort_consumer(self, _: Any) -> trio.lowlevel.Abort:
+        self._consumer = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:

@@ -77,7 +77,9 @@ class Coordinator:
         ``Cancelled`` that ends it (the outcome was decided) propagates."""
         state = self._state
         deadline = state.spec.run_deadline
-        if deadline is None:
+        if deadline is None and state.spec.memory is None:
+            await self._run_to_end()  # the usual case: no frame more per run
+        elif deadline is None:
             await self._run_locked()
         else:
             with trio.move_on_after(deadline) as deadline_scope:

@@ -110,7 +110,10 @@ class StepRunner:
             payload=StepStartPayload(message_id=response_id), run_id=state.run_id
         )
         await control.inject(step_start)
-        raw, finish = await self._traced_model_call(step_number, config, prompt, cached)
+        # Not through _traced_model_call unless the run records: one frame
+        # less held by every run while it waits on the model.
+        call = self._traced_model_call if state.telemetry.active else self._model_call
+        raw, finish = await call(step_number, config, prompt, cached)
         state.usage = add_usage(state.usage, finish.usage)  # spent, kept or not
         # Everything the model sent has reached the client end: in-band signals
         # on its chunks are decided, and the view holds what the client saw.
