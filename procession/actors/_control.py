@@ -66,6 +66,10 @@ class ControlSource:
     nothing. ``close`` ends the stream once the queued items are read;
     ``aclose`` (the pipeline leaving) drops what is queued, wakes the sender,
     and makes later puts raise ``trio.BrokenResourceError``.
+
+    With ``yield_per_item`` every read is a full checkpoint, as a memory
+    channel's receive is (a cancellation is taken before the item, the yield
+    after it): a reader task then lets the tasks it feeds run between items.
     """
 
     __slots__ = (
@@ -76,9 +80,10 @@ class ControlSource:
         "_reader",
         "_reader_gone",
         "_sender",
+        "_yield",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, yield_per_item: bool = False) -> None:
         # A list, not a deque: it holds a step's few items at most, and a
         # deque costs ten times as much memory (one is made per run).
         self._items: list[Any] = []
@@ -86,6 +91,7 @@ class ControlSource:
         self._sender: trio.lowlevel.Task | None = None
         self._own: Any = None  # the item of the send that waits (see wait_taken)
         self._broken = False  # the waiting sender was woken by aclose, not a take
+        self._yield = yield_per_item
         self._closed = False
         self._reader_gone = False
 
@@ -160,6 +166,8 @@ class ControlSource:
         ``StopAsyncIteration`` once closed and read to the end. Checkpoints
         only if it parks; a cancelled read loses nothing."""
         items = self._items
+        if self._yield:
+            await trio.lowlevel.checkpoint_if_cancelled()
         while not items:
             if self._closed or self._reader_gone:
                 raise StopAsyncIteration
@@ -168,6 +176,8 @@ class ControlSource:
         item = items.pop(0)
         if not items:
             self._wake_sender()
+        if self._yield:
+            await trio.lowlevel.cancel_shielded_checkpoint()
         return item
 
     def _abort_read(self, _: Any) -> trio.lowlevel.Abort:
@@ -221,6 +231,14 @@ class RunControl:
             (the runtime cancels the run's scope there).
         observer: told which attempt the client is receiving and of every
             chunk delivered.
+        queue_ahead: queue markers and the coordinator's own chunks without
+            waiting (see the module docstring). ``False`` (for ``"actors"``
+            mode) makes every message wait until the pipeline has taken it and
+            every read of ``source`` yield, as a zero-capacity channel did: a
+            reader task would otherwise take the coordinator's messages far
+            ahead of the stages (the model called before a stage saw
+            ``start``, say), and actors mode pays a task switch per chunk
+            anyway.
 
     ``source`` is the pipeline's source (what the coordinator sends);
     ``close`` ends it.
@@ -233,8 +251,10 @@ class RunControl:
         may_retry: Callable[[], bool],
         on_outcome: Callable[[RunOutcome], None],
         observer: RunObserver,
+        queue_ahead: bool = True,
     ) -> None:
-        self.source = ControlSource()
+        self.source = ControlSource(yield_per_item=not queue_ahead)
+        self._queue_ahead = queue_ahead
         self._run_id = run_id
         self._may_retry = may_retry
         self._on_outcome = on_outcome
@@ -261,10 +281,13 @@ class RunControl:
         return self._retry is not None
 
     async def _post(self, item: Any) -> None:
-        """Queue ``item`` without waiting; a cancellation (the run ended)
-        propagates with nothing sent. Never parks."""
+        """Queue ``item`` without waiting (unless not ``queue_ahead``: then
+        like ``inject``); a cancellation (the run ended) propagates with
+        nothing sent."""
         await trio.lowlevel.checkpoint_if_cancelled()
         self.source.put(item)
+        if not self._queue_ahead:
+            await self.source.wait_taken(item)
 
     async def begin_attempt(
         self, retry_count: int, *, discard: bool, view: Any
@@ -371,9 +394,9 @@ class RunControl:
         if outcome.kind == "tripwire":
             assert tripwire is not None
             self._proposed_tripwire = tripwire
-            self.source.put(EndRun(tripwire, actor))
+            await self._post(EndRun(tripwire, actor))
         else:
-            self.source.put(
+            await self._post(
                 ErrorChunk(
                     payload=ErrorPayload(error=outcome.error), run_id=self._run_id
                 )

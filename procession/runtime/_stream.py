@@ -263,6 +263,9 @@ async def open_stream(
         may_retry=state.may_retry,
         on_outcome=lambda _outcome: run_scope.cancel(),
         observer=state,
+        # Actors mode's reader task would take what is queued ahead of its
+        # stages (RunControl's docstring).
+        queue_ahead=spec.mode != "actors",
     )
     lanes = HookLanes(state, control)
     coordinator = Coordinator(state, lanes, control)

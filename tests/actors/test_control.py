@@ -178,3 +178,18 @@ async def test_a_cancelled_barrier_wait_can_be_waited_again() -> None:
         with pytest.raises(RuntimeError, match="already waiting"):
             await barrier.wait()
         barrier.release()
+
+
+@pytest.mark.parametrize("yield_per_item", [False, True])
+async def test_yield_per_item_makes_every_read_a_schedule_point(
+    yield_per_item: bool,
+) -> None:
+    source = ControlSource(yield_per_item=yield_per_item)
+    source.put("a")
+    checks = (
+        trio.testing.assert_checkpoints
+        if yield_per_item
+        else trio.testing.assert_no_checkpoints
+    )
+    with checks():
+        assert await source.__anext__() == "a"
