@@ -18,12 +18,20 @@ collected, so it is an upper bound of what the runs hold).
     python benchmarks/many_runs.py --modes fused --rounds 3
     python benchmarks/many_runs.py --runs 3000     # the 3,000-run row
     python benchmarks/many_runs.py --quick --no-mastra  # tiny, to check it runs
+    python benchmarks/many_runs.py --profile       # where one round goes, per mode
+
+``--profile`` runs the agent workload once per mode instead of the table: the
+scheduler's counts per run (task steps, tasks spawned, gen-0 and full GC
+collections), the allocations still held at the traced peak grouped by
+source line, and a cProfile of the round sorted by own time.
 """
 
 from __future__ import annotations
 
+import cProfile
 import functools
 import gc
+import pstats
 import sys
 import time
 import tracemalloc
@@ -162,16 +170,78 @@ def _from_mastra(peer: Mastra, runs: int, chunks: int) -> tuple[float, float]:
     return 1 / figures["chunks_per_second"], figures["kib_per_run"]
 
 
+class _Counts(trio.abc.Instrument):
+    """Task steps and spawned tasks, while installed."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.spawned = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned += 1
+
+
+async def _profile(runs: int, chunks: int, modes: Sequence[ExecutionMode]) -> None:
+    """Print, per mode, the counts, the held allocations and the profile."""
+    for mode in modes:
+        print(f"=== agent {mode}: {runs} runs x {chunks} chunks")
+        go = await _agent_workload(mode)(runs, chunks)
+        counts = _Counts()
+        gc.collect()
+        before = [s["collections"] for s in gc.get_stats()]
+        trio.lowlevel.add_instrument(counts)
+        try:
+            await go()
+        finally:
+            trio.lowlevel.remove_instrument(counts)
+        after = [s["collections"] for s in gc.get_stats()]
+        print(
+            f"per run: {counts.steps / runs:.1f} task steps, "
+            f"{counts.spawned / runs:.1f} tasks spawned, "
+            f"{(after[0] - before[0]) / runs:.2f} gen-0 collections; "
+            f"{after[2] - before[2]} full collections in all"
+        )
+        go = await _agent_workload(mode)(runs, chunks)
+        gc.collect()
+        tracemalloc.start(1)
+        try:
+            await go()
+            _, peak = tracemalloc.get_traced_memory()
+            snapshot = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+        print(f"traced peak {peak / runs / 1024:.1f} KiB per run; still held after:")
+        for stat in snapshot.statistics("lineno")[:10]:
+            print(f"  {stat.size / runs:8.0f} B/run  {stat.traceback[0]}")
+        go = await _agent_workload(mode)(runs, chunks)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await go()
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     parser = _common.parser(__doc__)
     parser.set_defaults(rounds=1)
     parser.add_argument("--runs", type=int, default=1_000)
     parser.add_argument("--chunks", type=int, default=200)
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile one round per mode instead of measuring the table",
+    )
     args = parser.parse_args(argv)
     modes = _common.modes(args, parser)
     runs, chunks, rounds = (
         (20, 20, 1) if args.quick else (args.runs, args.chunks, args.rounds)
     )
+    if args.profile:
+        trio.run(_profile, runs, chunks, modes)
+        return []
     peer = _common.mastra(args)
     print(
         f"{runs} concurrent runs x {chunks} chunks x {PROCESSORS} processors, "

@@ -35,7 +35,9 @@ class ProcessorActor:
         self.state: dict[str, Any] = {}
         self._busy = False
         self._waiting = 0  # tasks parked in _idle (an int is cheaper to test)
-        self._idle = trio.lowlevel.ParkingLot()
+        # Made on the first contended turn: most runs never contend, and a
+        # ParkingLot per processor per run is a good part of an actor's cost.
+        self._idle: trio.lowlevel.ParkingLot | None = None
 
     @property
     def id(self) -> str:
@@ -73,15 +75,19 @@ class ProcessorActor:
         # release_turn hands the turn straight to the longest waiter, so nobody
         # can take it in between (a busy stream stage would otherwise starve a
         # coordinator hook).
+        idle = self._idle
+        if idle is None:
+            idle = self._idle = trio.lowlevel.ParkingLot()
         self._waiting += 1
         try:
-            await self._idle.park()
+            await idle.park()
         finally:
             self._waiting -= 1
 
     def release_turn(self) -> None:
         """Give the turn to the longest waiter, or free it."""
         if self._waiting:
+            assert self._idle is not None  # made by whoever waits
             self._idle.unpark()
         else:
             self._busy = False

@@ -7,10 +7,11 @@ that travel in-band with the chunks (``NewAttempt``, ``Barrier``, ``Deliver``,
 sides of that conversation in one object, so neither layer sees the other's
 vocabulary:
 
-* the coordinator calls ``begin_attempt`` / ``inject`` / ``inline`` /
-  ``deliver`` / ``settle`` / ``end``; ``settle`` raises ``RetryRequested`` when a stream
-  processor's retry was granted meanwhile (a retry crosses the layer boundary
-  twice: the grant, in the pipeline, and this raise);
+* the coordinator calls ``begin_attempt`` / ``inject`` / ``send_ahead`` /
+  ``inline`` / ``deliver`` / ``settle`` / ``caught_up`` / ``end`` /
+  ``close``; ``settle`` raises ``RetryRequested`` when a stream processor's
+  retry was granted meanwhile (a retry crosses the layer boundary twice: the
+  grant, in the pipeline, and this raise);
 * the pipeline calls the ``PipelineDriver`` methods (``on_retry_request``,
   ``on_error_chunk``, ``on_attempt``, ``on_terminal``, ``on_delivered``).
 
@@ -18,6 +19,17 @@ vocabulary:
 terminal reached at the client end wins (a tripwire or error raised on a chunk,
 the coordinator's own end, the end of the stream, an abort) and later ones are
 ignored. ``outcome`` is written there and only there.
+
+**What the coordinator sends** goes into a ``ControlSource``, the pipeline's
+source, in order. The markers and the coordinator's own lifecycle chunks are
+queued without waiting for the pipeline to take them (a zero-capacity channel
+cost two task switches per message, most of a short run's scheduling); what
+must wait waits: ``inject`` returns once the pipeline has taken the chunk
+(backpressure for model chunks and tool results), ``settle`` once its barrier
+reached the client end, and ``caught_up`` (called before the coordinator runs
+a hook) once the pipeline has taken everything queued. So no hook, no model
+call and no tool runs while something the coordinator sent before it is still
+queued: the order in which user code sees things is the channel's.
 """
 
 from __future__ import annotations
@@ -39,9 +51,158 @@ from ._actor import ProcessorActor
 from ._interface import InlineSource, PipelineOutcome
 from ._markers import Barrier, Deliver, EndRun, Inline, NewAttempt
 
-__all__ = ["RetryRequested", "RunControl", "RunObserver"]
+__all__ = ["ControlSource", "RetryRequested", "RunControl", "RunObserver"]
 
 logger = logging.getLogger("procession")
+
+
+class ControlSource:
+    """The pipeline's source for one run: what the coordinator sends, in order.
+
+    One task sends (the coordinator) and one reads (the pipeline). ``put``
+    queues an item without waiting; ``wait_taken`` parks the sender until the
+    reader has taken every queued item. Reading an item that is queued never
+    checkpoints; a read that has to wait parks and, if cancelled, loses
+    nothing. ``close`` ends the stream once the queued items are read;
+    ``aclose`` (the pipeline leaving) drops what is queued, wakes the sender,
+    and makes later puts raise ``trio.BrokenResourceError``.
+
+    With ``yield_per_item`` every read is a full checkpoint, as a memory
+    channel's receive is (a cancellation is taken before the item, the yield
+    after it): a reader task then lets the tasks it feeds run between items.
+    """
+
+    __slots__ = (
+        "_broken",
+        "_closed",
+        "_items",
+        "_own",
+        "_reader",
+        "_reader_gone",
+        "_sender",
+        "_yield",
+    )
+
+    def __init__(self, *, yield_per_item: bool = False) -> None:
+        # A list, not a deque: it holds a step's few items at most, and a
+        # deque costs ten times as much memory (one is made per run).
+        self._items: list[Any] = []
+        self._reader: trio.lowlevel.Task | None = None
+        self._sender: trio.lowlevel.Task | None = None
+        self._own: Any = None  # the item of the send that waits (see wait_taken)
+        self._broken = False  # the waiting sender was woken by aclose, not a take
+        self._yield = yield_per_item
+        self._closed = False
+        self._reader_gone = False
+
+    def yield_per_item(self) -> None:
+        """Make every read a full checkpoint from now on (see the class)."""
+        self._yield = True
+
+    # --- the sender's side ---------------------------------------------------------
+
+    @property
+    def pending(self) -> bool:
+        """Whether something sent has not been taken by the reader yet."""
+        return bool(self._items) and not self._reader_gone
+
+    def put(self, item: Any) -> None:
+        """Queue ``item``. Never blocks. Raises ``trio.ClosedResourceError``
+        after ``close`` and ``trio.BrokenResourceError`` once the reader left."""
+        if self._closed:
+            raise trio.ClosedResourceError("the run's source is closed")
+        if self._reader_gone:
+            raise trio.BrokenResourceError("the run's pipeline has closed")
+        self._items.append(item)
+        reader = self._reader
+        if reader is not None:
+            self._reader = None
+            trio.lowlevel.reschedule(reader)
+
+    async def wait_taken(self, own: Any = None) -> None:
+        """Park until the reader has taken every queued item (at once if it
+        has). Checkpoints only if it parks; a cancellation propagates, and
+        takes ``own`` (the item this send just queued) back if it was not
+        taken, as a cancelled channel send sends nothing; what was queued
+        before it stays. Raises ``trio.BrokenResourceError`` if the reader
+        leaves meanwhile."""
+        if not self._items:
+            return
+        if self._reader_gone:
+            raise trio.BrokenResourceError("the run's pipeline has closed")
+        if self._sender is not None:
+            raise RuntimeError("another task is already sending to this run")
+        self._sender = trio.lowlevel.current_task()
+        self._own = own
+        try:
+            await trio.lowlevel.wait_task_rescheduled(self._abort_send)
+        finally:
+            self._own = None
+        if self._broken:
+            # Not taken: the reader left while we waited (a take that woke us
+            # first stands, even if the reader has left since).
+            self._broken = False
+            raise trio.BrokenResourceError("the run's pipeline has closed")
+
+    def _abort_send(self, _: Any) -> trio.lowlevel.Abort:
+        self._sender = None
+        own, items = self._own, self._items
+        if own is not None and items and items[-1] is own:
+            items.pop()
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def close(self) -> None:
+        """No more items: the reader's ``async for`` ends after the queued
+        ones. Idempotent."""
+        self._closed = True
+        reader = self._reader
+        if reader is not None:
+            self._reader = None
+            trio.lowlevel.reschedule(reader)
+
+    # --- the reader's side ---------------------------------------------------------
+
+    def __aiter__(self) -> ControlSource:
+        return self
+
+    async def __anext__(self) -> Any:
+        """The next item; parks while there is none. Raises
+        ``StopAsyncIteration`` once closed and read to the end. Checkpoints
+        only if it parks; a cancelled read loses nothing."""
+        items = self._items
+        if self._yield:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        while not items:
+            if self._closed or self._reader_gone:
+                raise StopAsyncIteration
+            self._reader = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_read)
+        item = items.pop(0)
+        if not items:
+            self._wake_sender()
+        if self._yield:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return item
+
+    def _abort_read(self, _: Any) -> trio.lowlevel.Abort:
+        self._reader = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def _wake_sender(self) -> None:
+        sender = self._sender
+        if sender is not None:
+            self._sender = None
+            trio.lowlevel.reschedule(sender)
+
+    async def aclose(self) -> None:
+        """The reader leaves: queued items are dropped and the sender is woken
+        (its wait raises ``trio.BrokenResourceError``). Does not checkpoint:
+        it is called in the pipeline's shielded cleanup, once per run."""
+        self._reader_gone = True
+        self._items.clear()
+        if self._sender is not None:
+            self._broken = True
+            self._wake_sender()
 
 
 class RunObserver(Protocol):
@@ -68,26 +229,36 @@ class RunControl:
     """One run's coordination protocol; see the module docstring.
 
     Args:
-        send: where the coordinator's chunks and markers go (the pipeline's
-            source).
         run_id: stamped on the chunks ``end`` makes.
         may_retry: whether the retry budget allows one more retry now.
         on_outcome: called once, with the outcome, the moment it is decided
             (the runtime cancels the run's scope there).
         observer: told which attempt the client is receiving and of every
             chunk delivered.
+        queue_ahead: queue markers and the coordinator's own chunks without
+            waiting (see the module docstring). ``False`` (for ``"actors"``
+            mode) makes every message wait until the pipeline has taken it and
+            every read of ``source`` yield, as a zero-capacity channel did: a
+            reader task would otherwise take the coordinator's messages far
+            ahead of the stages (the model called before a stage saw
+            ``start``, say), and actors mode pays a task switch per chunk
+            anyway.
+
+    ``source`` is the pipeline's source (what the coordinator sends);
+    ``close`` ends it.
     """
 
     def __init__(
         self,
-        send: trio.MemorySendChannel[Any],
         *,
         run_id: str,
         may_retry: Callable[[], bool],
         on_outcome: Callable[[RunOutcome], None],
         observer: RunObserver,
+        queue_ahead: bool = True,
     ) -> None:
-        self._send = send
+        self.source = ControlSource(yield_per_item=not queue_ahead)
+        self._queue_ahead = queue_ahead
         self._run_id = run_id
         self._may_retry = may_retry
         self._on_outcome = on_outcome
@@ -113,22 +284,32 @@ class RunControl:
         (the coordinator stops reading the model; ``settle`` will raise)."""
         return self._retry is not None
 
+    async def _post(self, item: Any) -> None:
+        """Queue ``item`` without waiting (unless not ``queue_ahead``: then
+        like ``inject``); a cancellation (the run ended) propagates with
+        nothing sent."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self.source.put(item)
+        if not self._queue_ahead:
+            await self.source.wait_taken(item)
+
     async def begin_attempt(
         self, retry_count: int, *, discard: bool, view: Any
     ) -> None:
         """Start an attempt (a step, or its retry); with ``discard`` the previous
         attempt's chunks still in the chain are dropped. Chunks the client
         receives from here on are shown to ``view``. Retries are accepted until
-        ``close_attempt``. Blocks (checkpointing) while the pipeline is busy;
-        cancellation propagates."""
+        ``close_attempt``. Queued without waiting for the pipeline (see the
+        module docstring); a cancellation propagates with nothing sent."""
         self._retry = None
         self._accepting_retries = True
-        await self._send.send(NewAttempt(retry_count, discard=discard, context=view))
+        await self._post(NewAttempt(retry_count, discard=discard, context=view))
 
     async def mark_retry_count(self, retry_count: int, view: Any) -> None:
         """The input lane retried inside the attempt: hooks downstream see the
-        new count (the attempt itself goes on). Checkpoints like ``inject``."""
-        await self._send.send(NewAttempt(retry_count, discard=False, context=view))
+        new count (the attempt itself goes on). Queued like ``begin_attempt``: no
+        checkpoint, a cancellation propagates with nothing sent."""
+        await self._post(NewAttempt(retry_count, discard=False, context=view))
 
     def close_attempt(self) -> None:
         """Every chunk of the attempt is decided: a retry asked for on a later
@@ -142,23 +323,49 @@ class RunControl:
         return self._read_scope
 
     async def inject(self, chunk: Any) -> None:
-        """Send ``chunk`` through the output processors, at this position.
-        Blocks while the pipeline is busy (backpressure): checkpoints, and a
-        cancellation (the run ended) propagates with nothing sent."""
-        await self._send.send(chunk)
+        """Send ``chunk`` through the output processors, at this position, and
+        wait until the pipeline has taken it (backpressure). Checkpoints, and a
+        cancellation (the run ended) propagates with ``chunk`` not sent."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        source = self.source
+        source.put(chunk)
+        await source.wait_taken(chunk)
+
+    async def send_ahead(self, chunk: Any) -> None:
+        """Send ``chunk`` (one of the coordinator's own: ``start``,
+        ``step-finish``, ``finish``...) through the output processors at this
+        position, without waiting for the pipeline to take it. The caller
+        waits later, before any user code runs (``settle``, ``inject`` or
+        ``caught_up``), so nothing it queues this way is ever more than a
+        step's few chunks. A cancellation propagates with nothing sent."""
+        await self._post(chunk)
+
+    async def caught_up(self) -> None:
+        """Wait until the pipeline has taken everything sent so far: called
+        before running a hook, so a hook never runs while something sent
+        before it is still queued (as with a zero-capacity channel). Returns
+        at once once the run has ended (nothing more is taken then; this may
+        be the consumer's own task). Checkpoints only if it waits; a
+        cancellation propagates."""
+        if self.outcome is None and self.source.pending:
+            await self.source.wait_taken()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
 
     async def inline(self, source: InlineSource) -> None:
         """Let the pipeline pull the next items from ``source`` in its own task
         (the consumer's, in ``"fused"`` mode) until ``source`` is done, instead
-        of each one being sent here: no task switch per chunk. Returns once the
-        pipeline has taken the hand-over; checkpoints like ``inject``."""
-        await self._send.send(Inline(source))
+        of each one being sent here: no task switch per chunk. Queued without
+        waiting (no checkpoint; a cancellation propagates with nothing sent):
+        ``source`` itself makes the coordinator wait for the pipeline's
+        hand-over (``InlineSource``)."""
+        await self._post(Inline(source))
 
     async def deliver(self, chunk: Any) -> None:
         """Send ``chunk`` to the client past every processor, at this position
         (custom chunks written by hooks that run outside the stream).
-        Checkpoints like ``inject``."""
-        await self._send.send(Deliver(chunk))
+        Waits (and checkpoints) like ``inject``."""
+        await self.inject(Deliver(chunk))
 
     async def settle(self) -> None:
         """Wait until everything sent so far has reached the client end, then
@@ -167,7 +374,7 @@ class RunControl:
         Checkpoints; if the run is cancelled meanwhile, ``Cancelled`` propagates.
         """
         barrier = Barrier()
-        await self._send.send(barrier)
+        await self._post(barrier)
         await barrier.wait()
         if self._retry is not None:
             raise RetryRequested(self._retry)
@@ -183,20 +390,26 @@ class RunControl:
 
         The proposal becomes the outcome when it reaches the client end, unless
         an earlier terminal won there; a tripwire's ``on_violation`` (``actor``'s)
-        is awaited there, only if it wins. Without a checkpoint if the run has
-        ended already (the proposal is moot)."""
+        is awaited there, only if it wins. Queued without waiting (the
+        coordinator sends nothing after it). Without a checkpoint if the run
+        has ended already (the proposal is moot)."""
         await trio.lowlevel.checkpoint_if_cancelled()
         self._proposed = outcome
         if outcome.kind == "tripwire":
             assert tripwire is not None
             self._proposed_tripwire = tripwire
-            await self._send.send(EndRun(tripwire, actor))
+            await self._post(EndRun(tripwire, actor))
         else:
-            await self._send.send(
+            await self._post(
                 ErrorChunk(
                     payload=ErrorPayload(error=outcome.error), run_id=self._run_id
                 )
             )
+
+    def close(self) -> None:
+        """The coordinator is done: the pipeline's source ends once what was
+        sent is read."""
+        self.source.close()
 
     # --- the decision ---------------------------------------------------------------
 
@@ -286,6 +499,16 @@ class RunControl:
                     in_stream=True,
                 )
             )
+
+    def on_split(self) -> None:
+        """An adaptive pipeline split: from now on a task of its own reads what
+        the coordinator sends, ahead of the stages after its boundary. Like
+        actors mode's reader it must then take one item at a time, a
+        checkpoint after each, and the coordinator wait for each send to be
+        taken: otherwise it would take a burst of queued markers at once and
+        the coordinator call the model before a stage saw ``start``."""
+        self._queue_ahead = False
+        self.source.yield_per_item()
 
     def on_delivered(self, chunk: Any) -> None:
         """Called at the client end for every chunk delivered."""

@@ -45,6 +45,9 @@ class PipelineDriver(Protocol):
     delivered chunk belongs to; ``on_terminal`` the moment the stream's terminal
     item (a tripwire or a processor failure) reaches the client end, before
     ``on_violation`` is awaited, so the driver can stop producing at once.
+    A driver may also have ``on_split()``, called when an adaptive pipeline
+    puts in its first boundary (its source is then read ahead by a task of
+    its own).
     """
 
     async def on_retry_request(self, tripwire: TripWire) -> bool:

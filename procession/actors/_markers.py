@@ -67,25 +67,47 @@ class Barrier(_Marker):
     """Yielded by a driver's source to learn when everything before it has reached
     the client end (e.g. the end of a step, before ``process_output_step``).
 
-    ``await barrier.wait()`` after yielding it. Never discarded.
+    ``await barrier.wait()`` after yielding it (one task waits on a barrier).
+    Never discarded.
     """
 
-    __slots__ = ("_event",)
+    # A parked task instead of a trio.Event: a barrier is made for every
+    # settle of every run, and an Event (an attrs object and a set) is most of
+    # what one costs.
+    __slots__ = ("_passed", "_waiter")
 
     def __init__(self) -> None:
-        self._event = trio.Event()
+        self._passed = False
+        self._waiter: trio.lowlevel.Task | None = None
 
     async def wait(self) -> None:
         """Park until the barrier reached the client end. Always checkpoints;
         if cancelled (the run ended), ``Cancelled`` propagates."""
-        await self._event.wait()
+        if self._passed:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._waiter is not None:
+            raise RuntimeError("another task is already waiting on this barrier")
+        self._waiter = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort)
+
+    def _abort(self, _: Any) -> trio.lowlevel.Abort:
+        self._waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     @property
     def passed(self) -> bool:
-        return self._event.is_set()
+        return self._passed
 
     def release(self) -> None:
-        self._event.set()
+        """The barrier reached the client end: wake its waiter (once)."""
+        if self._passed:
+            return
+        self._passed = True
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            trio.lowlevel.reschedule(waiter)
 
 
 class _DrainBarrier(Barrier):

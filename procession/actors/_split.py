@@ -142,6 +142,9 @@ class Splitter:
         pipeline._receive = receive
         cuts = sorted(self.wanted)
         self.wanted.clear()
+        on_split = getattr(pipeline.driver, "on_split", None)
+        if on_split is not None:
+            on_split()  # the driver's source is read ahead from now on
         self.boundaries.update(cuts)
         self.segments = len(cuts)
         self.nursery.start_soon(self._supervise, cuts, send)

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-import trio
-
 from ..actors import ProcessorActor, RunControl
 from ..processors import (
     HookArgs,
@@ -149,7 +147,8 @@ class HookLanes:
         order first. Checkpoints (the run may have ended meanwhile: then
         ``Cancelled`` propagates and no hook runs).
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
+        # Whatever the coordinator sent before is taken by the pipeline first.
+        await self._control.caught_up()
         state = self._state
         emitter = HookEmitter()
         args = _ARGS[hook](

@@ -14,8 +14,8 @@ finished for good, the stream silently cut short).
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -52,29 +52,62 @@ class IdleWatch:
     the run has waited ``idle`` seconds for one event. ``since`` is when the
     current wait began (``None`` while the run is busy elsewhere, e.g. held back
     by the consumer, or while chunks are pulled without waiting: the timer does
-    not run then); the reader sets it around each awaited read."""
+    not run then); the reader calls ``waiting`` before each awaited read and
+    clears ``since`` after it.
 
-    __slots__ = ("fired", "idle", "scope", "since")
+    The watchdog task is started (with ``spawn``, in the run's nursery) the
+    first time the run waits for the model, not per model call: a response
+    whose chunks are all at hand (a scripted model, a replay) never needs it.
+    ``stop`` ends it; the model call stops it however the call ends. It
+    cancels ``scope``, the model read's scope.
+    """
 
-    def __init__(self, idle: float) -> None:
+    __slots__ = ("_spawn", "_task_scope", "fired", "idle", "scope", "since")
+
+    def __init__(
+        self,
+        idle: float,
+        scope: trio.CancelScope,
+        spawn: Callable[[Callable[[], Awaitable[None]]], None] | None,
+    ) -> None:
         self.idle = idle
+        self.scope = scope
         self.since: float | None = None
         self.fired = False
-        self.scope = trio.CancelScope()
+        self._spawn = spawn if idle != math.inf else None
+        self._task_scope: trio.CancelScope | None = None
+
+    def waiting(self) -> None:
+        """The run is about to wait for the model's next event: the timer
+        runs from now (the watchdog starts now if it has not yet)."""
+        self.since = trio.current_time()
+        spawn = self._spawn
+        if spawn is not None:
+            self._spawn = None
+            self._task_scope = trio.CancelScope()
+            spawn(self.run)
+
+    def stop(self) -> None:
+        """The model call is over: the watchdog (if it started) ends."""
+        self._spawn = None
+        if self._task_scope is not None:
+            self._task_scope.cancel()
 
     async def run(self) -> None:
-        """Watch until cancelled, or until the model has been quiet for ``idle``
+        """Watch until stopped, or until the model has been quiet for ``idle``
         seconds: then cancel the read. Sleeps on trio's clock."""
-        while True:
-            since = self.since
-            if since is None:
-                await trio.sleep(self.idle)  # paused; look again later
-                continue
-            await trio.sleep_until(since + self.idle)
-            if self.since == since:  # still the same wait: it timed out
-                self.fired = True
-                self.scope.cancel()
-                return
+        assert self._task_scope is not None
+        with self._task_scope:
+            while True:
+                since = self.since
+                if since is None:
+                    await trio.sleep(self.idle)  # paused; look again later
+                    continue
+                await trio.sleep_until(since + self.idle)
+                if self.since == since:  # still the same wait: it timed out
+                    self.fired = True
+                    self.scope.cancel()
+                    return
 
 
 class ModelReader:
@@ -88,9 +121,9 @@ class ModelReader:
     """
 
     __slots__ = (
-        "_consumer_wakeup",
+        "_consumer",
         "_control",
-        "_coordinator_wakeup",
+        "_coordinator",
         "_done",
         "_error",
         "_keep",
@@ -124,12 +157,15 @@ class ModelReader:
         self._nowait: Callable[[], Any] | None = None
         # The hand-over: chunks the coordinator read (awaiting) for the puller;
         # whether the coordinator holds the response now; whether it is done.
-        self._ready: deque[Any] = deque()
+        # (A list, not a deque: it holds one chunk at most, and a run makes one.)
+        self._ready: list[Any] = []
         self._reading = False
         self._done = False
         self._error: Exception | None = None
-        self._coordinator_wakeup: trio.Event | None = None
-        self._consumer_wakeup: trio.Event | None = None
+        # The task parked waiting for the other side, if any (not an Event
+        # per wait: one side at a time waits, and it always parks).
+        self._coordinator: trio.lowlevel.Task | None = None
+        self._consumer: trio.lowlevel.Task | None = None
 
     # --- one chunk ----------------------------------------------------------------
 
@@ -184,7 +220,7 @@ class ModelReader:
         """The model's next chunk, awaited with the idle timer running (it runs
         only while the run waits for the model); ``_END`` at the end."""
         watch = self._watch
-        watch.since = trio.current_time()
+        watch.waiting()
         try:
             return await iterator.__anext__()
         except StopAsyncIteration:
@@ -212,8 +248,8 @@ class ModelReader:
         await the next chunk here and hand it over, then wait again."""
         while True:
             while not (self._reading or self._done):
-                wakeup = self._coordinator_wakeup = trio.Event()
-                await wakeup.wait()
+                self._coordinator = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort_coordinator)
             if self._done:
                 return
             chunk = await self._next(iterator)
@@ -233,7 +269,7 @@ class ModelReader:
         ``InlineSource``). Runs in the pipeline's reading task; never
         checkpoints and never awaits the model."""
         if self._ready:
-            return self._ready.popleft()
+            return self._ready.pop(0)
         if self._done:
             raise trio.EndOfChannel
         if self._reading:
@@ -270,8 +306,8 @@ class ModelReader:
             try:
                 return self.pull_nowait()
             except trio.WouldBlock:
-                wakeup = self._consumer_wakeup = trio.Event()
-                await wakeup.wait()
+                self._consumer = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort_consumer)
 
     # --- both ------------------------------------------------------------------------
 
@@ -281,16 +317,24 @@ class ModelReader:
         self._wake_consumer()
 
     def _wake_coordinator(self) -> None:
-        wakeup = self._coordinator_wakeup
-        if wakeup is not None:
-            self._coordinator_wakeup = None
-            wakeup.set()
+        task = self._coordinator
+        if task is not None:
+            self._coordinator = None
+            trio.lowlevel.reschedule(task)
 
     def _wake_consumer(self) -> None:
-        wakeup = self._consumer_wakeup
-        if wakeup is not None:
-            self._consumer_wakeup = None
-            wakeup.set()
+        task = self._consumer
+        if task is not None:
+            self._consumer = None
+            trio.lowlevel.reschedule(task)
+
+    def _abort_coordinator(self, _: Any) -> trio.lowlevel.Abort:
+        self._coordinator = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def _abort_consumer(self, _: Any) -> trio.lowlevel.Abort:
+        self._consumer = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 def _error_from_chunk(chunk: ErrorChunk) -> ProviderError:

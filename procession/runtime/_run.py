@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from typing import Any
 
 import attrs
@@ -70,40 +69,48 @@ class Coordinator:
         self._control = control
         self._steps = StepRunner(state, lanes, control)
 
-    async def drive(self, send: trio.MemorySendChannel[Any]) -> None:
-        """The run, start to finish; closes ``send`` at the end. A failure is
+    async def drive(self) -> None:
+        """The run, start to finish (the caller closes the control's source
+        after it). A failure is
         proposed as the run's end, never raised (``generate`` does not raise).
         Checkpoints throughout; it runs in the run's cancel scope, and the
         ``Cancelled`` that ends it (the outcome was decided) propagates."""
         state = self._state
         deadline = state.spec.run_deadline
-        with send:
-            with trio.move_on_after(
-                math.inf if deadline is None else deadline
-            ) as deadline_scope:
-                memory = state.spec.memory
-                if memory is None:
-                    await self._run_to_end()
-                else:
-                    # Runs on one thread take turns, from loading the history
-                    # to saving the turn (Memory's docstring).
-                    async with memory.thread_lock(state.message_list.thread_id):
-                        await self._run_to_end()
-            if deadline_scope.cancelled_caught and deadline is not None:
+        if deadline is None and state.spec.memory is None:
+            await self._run_to_end()  # the usual case: no frame more per run
+        elif deadline is None:
+            await self._run_locked()
+        else:
+            with trio.move_on_after(deadline) as deadline_scope:
+                await self._run_locked()
+            if deadline_scope.cancelled_caught:
                 await self._end(Terminal(error=RunDeadlineExceeded(deadline)))
-            state.completed = True
+        state.completed = True
+
+    async def _run_locked(self) -> None:
+        memory = self._state.spec.memory
+        if memory is None:
+            await self._run_to_end()
+            return
+        # Runs on one thread take turns, from loading the history to saving
+        # the turn (Memory's docstring).
+        async with memory.thread_lock(self._state.message_list.thread_id):
+            await self._run_to_end()
 
     async def _run_to_end(self) -> None:
         """Every phase, then the run's end (or the end a failure proposes)."""
         state, control = self._state, self._control
         try:
             await self._input_phase()
-            await control.inject(StartChunk(run_id=state.run_id))
+            # Not waited for: hooks wait for it (HookLanes.call), the model
+            # call for step-start (RunControl's docstring).
+            await control.send_ahead(StartChunk(run_id=state.run_id))
             await self._step_loop()
             # Mastra 1I.67: process_output_result runs once the final finish
             # chunk has been through the output processors (a processor may
             # flush held-back text on it).
-            await control.inject(
+            await control.send_ahead(  # settled right after
                 FinishChunk(
                     payload=FinishPayload(
                         step_result=StepResultInfo(reason=state.finish_reason),
@@ -223,7 +230,7 @@ class Coordinator:
                 state.retry_count, discard=step_retry is not None, view=view
             )
             if step_retry is not None:
-                await control.inject(step_retry)
+                await control.send_ahead(step_retry)
                 step_retry = None
             try:
                 more = await self._steps.attempt(step_number, view)

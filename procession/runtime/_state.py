@@ -10,7 +10,7 @@ with what one attempt delivered.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Literal, TypeAlias
 
 import attrs
@@ -334,6 +334,9 @@ class RunState:
     objects: list[tuple[StepView, Any]] = attrs.Factory(list)
     """Each ``object-result`` the client received, with the attempt it came in
     (``build_result`` skips those of retried attempts)."""
+    spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None
+    """Starts a task in the run's nursery (``open_stream``'s), beside the
+    coordinator: the model stream's idle watchdog, when it is needed."""
 
     def __attrs_post_init__(self) -> None:
         self.tracing_context = TracingContext(trace_id=self.spec.run_id)

@@ -25,7 +25,6 @@ from ..actors import (
     ProcessorActor,
     RetryRequested,
     RunControl,
-    unwrapping_a_lone_exception,
 )
 from ..chunks import CHUNK_CLASSES, from_wire
 from ..data import (
@@ -111,7 +110,10 @@ class StepRunner:
             payload=StepStartPayload(message_id=response_id), run_id=state.run_id
         )
         await control.inject(step_start)
-        raw, finish = await self._traced_model_call(step_number, config, prompt, cached)
+        # Not through _traced_model_call unless the run records: one frame
+        # less held by every run while it waits on the model.
+        call = self._traced_model_call if state.telemetry.active else self._model_call
+        raw, finish = await call(step_number, config, prompt, cached)
         state.usage = add_usage(state.usage, finish.usage)  # spent, kept or not
         # Everything the model sent has reached the client end: in-band signals
         # on its chunks are decided, and the view holds what the client saw.
@@ -141,7 +143,8 @@ class StepRunner:
     async def _step_finish(
         self, finish: ModelFinish, response_id: str, reason: str, tools: bool
     ) -> None:
-        await self._control.inject(
+        # Settled (or the run ended) right after: no need to wait here.
+        await self._control.send_ahead(
             StepFinishChunk(
                 payload=StepFinishPayload(
                     step_result=StepResultInfo(
@@ -397,16 +400,17 @@ class StepRunner:
                 await control.inject(state.stamp(chunk))
             return raw, told or ModelFinish(finish_reason=replay_reason(raw))
         idle = state.spec.idle_timeout
-        watch = IdleWatch(idle if idle is not None else math.inf)
+        # The watchdog beside the read (started in the run's nursery only once
+        # the run waits for the model), not a cancel-scope deadline moved on
+        # every chunk (twice the cost); its scope is the read's own.
+        watch = IdleWatch(
+            idle if idle is not None else math.inf, control.reading(), state.spawn
+        )
         try:
-            # The watchdog beside the read: a nursery per model call, not a
-            # cancel-scope deadline moved on every chunk (twice the cost).
-            with unwrapping_a_lone_exception():
-                async with trio.open_nursery() as watching:
-                    if idle is not None:
-                        watching.start_soon(watch.run)
-                    raw_finish = await self._read_model(config, prompt, raw, watch)
-                    watching.cancel_scope.cancel()
+            try:
+                raw_finish = await self._read_model(config, prompt, raw, watch)
+            finally:
+                watch.stop()
             if watch.fired:
                 raise ModelIdleTimeout(idle or 0.0, provider=config.model.provider)
             return raw_finish
@@ -434,7 +438,9 @@ class StepRunner:
         # The model's own chunks are kept only for process_llm_response.
         keep = bool(self._lanes.lane("process_llm_response", "input"))
         reader = ModelReader(self._state, self._control, watch, raw, keep=keep)
-        with self._control.reading() as scope, watch.scope:
+        # One scope: a granted retry, the run's end and the idle timeout all
+        # stop the read (RunControl.reading, IdleWatch).
+        with watch.scope as scope:
             async with config.model.stream(_request(config, prompt)) as response:
                 await reader.read(response.__aiter__())
                 finish = merged_finish(response.finish, reader.told) or ModelFinish(

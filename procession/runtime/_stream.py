@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import sniffio
 import trio
@@ -259,13 +258,14 @@ async def open_stream(
         meter_provider=spec.meter_provider,
     )
     run_scope = trio.CancelScope()
-    send, receive = trio.open_memory_channel[Any](0)
     control = RunControl(
-        send,
         run_id=spec.run_id,
         may_retry=state.may_retry,
         on_outcome=lambda _outcome: run_scope.cancel(),
         observer=state,
+        # Actors mode's reader task would take what is queued ahead of its
+        # stages (RunControl's docstring).
+        queue_ahead=spec.mode != "actors",
     )
     lanes = HookLanes(state, control)
     coordinator = Coordinator(state, lanes, control)
@@ -275,9 +275,9 @@ async def open_stream(
     async def run_coordinator() -> None:
         try:
             with run_scope:
-                await coordinator.drive(send)
+                await coordinator.drive()
         finally:
-            send.close()
+            control.close()
             coordinator_done.set()
 
     # Our nursery only ever holds the coordinator; a lone error of its own is
@@ -287,7 +287,7 @@ async def open_stream(
             trio.open_nursery() as nursery,
             open_output_pipeline(
                 lanes.output_actors(),
-                receive,
+                control.source,
                 run_id=spec.run_id,
                 request_context=spec.request_context,
                 message_list=message_list,
@@ -297,6 +297,7 @@ async def open_stream(
                 abort_signal=state.abort_signal,
             ) as pipeline,
         ):
+            state.spawn = nursery.start_soon
             cls = _TracedAgentStream if state.telemetry.active else AgentStream
             stream = cls(state, control, pipeline, coordinator, coordinator_done)
             nursery.start_soon(run_coordinator)

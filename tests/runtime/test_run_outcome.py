@@ -7,7 +7,6 @@ import inspect
 from typing import Any
 
 import pytest
-import trio
 
 from procession import Agent, ConfigurationError, Processor, ProcessorContractError
 from procession.actors import RunControl
@@ -100,7 +99,6 @@ async def test_cancel_is_an_abort_outcome() -> None:
 async def test_the_first_conclusion_wins() -> None:
     """RunControl.conclude is write-once: a later ending cannot replace the one
     the client end decided."""
-    send, _receive = trio.open_memory_channel[Any](0)
     seen: list[RunOutcome] = []
 
     class Observer:
@@ -111,7 +109,6 @@ async def test_the_first_conclusion_wins() -> None:
             pass
 
     control = RunControl(
-        send,
         run_id="r",
         may_retry=lambda: False,
         on_outcome=seen.append,

@@ -1,0 +1,194 @@
+"""Issue 10 §3: what one run costs the scheduler, counted (not timed).
+
+The coordinator queues its markers and its own lifecycle chunks for the
+pipeline instead of handing each over a zero-capacity channel (two task steps
+a message), and the idle watchdog is a task only once the run waits for the
+model. These tests pin the counts, and the order user code sees that the
+queueing must keep.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import trio
+
+from procession import Agent, Processor
+from procession.actors import ExecutionMode
+from procession.chunks import Chunk, TextDeltaChunk, text_delta
+from procession.processors import (
+    ProcessInputStepArgs,
+    ProcessOutputStreamArgs,
+)
+from procession.testing import Delay, PassThrough, ScriptedModel, text_turn
+
+CHECKPOINT_EVERY = 64  # the pipeline's default cancellation-latency bound
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts task steps and spawned tasks while installed."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.spawned = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned += 1
+
+
+async def _one_run(agent: Agent, **options: Any) -> tuple[_Steps, list[Chunk]]:
+    """One streamed run, read to the end, with the scheduler counted."""
+    counter = _Steps()
+    trio.lowlevel.add_instrument(counter)
+    try:
+        async with agent.stream("hi", **options) as stream:
+            chunks = [chunk async for chunk in stream]
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    return counter, chunks
+
+
+def _agent(chunks: int, runs: int = 1) -> Agent:
+    turn: list[Chunk] = [text_delta("x ") for _ in range(chunks)]
+    return Agent(
+        id="costs",
+        model=ScriptedModel([turn] * runs),
+        output_processors=[PassThrough(i) for i in range(5)],
+        execution_mode="fused",
+    )
+
+
+# The bound, for a one-step run whose chunks are all at hand, in fused mode.
+# The consumer's task steps: its first read, the read that finds step-start
+# and the Inline hand-over, one per pipeline checkpoint, one per settle
+# barrier (3: after the model, after step-finish, after finish), the source's
+# end and the nursery's exit: 7 + checkpoints. The coordinator's: its start,
+# the model's entry checkpoint, the end of the hand-over, and one per settle:
+# 6. So 13 + checkpoints; 3 more for slack (a scheduler detail, not a
+# message). A zero-capacity channel made it 34 at 200 chunks.
+_CONSTANT = 16
+
+
+@pytest.mark.parametrize("chunks", [0, 200, 1000])
+async def test_a_run_takes_a_bounded_number_of_task_steps(chunks: int) -> None:
+    counter, received = await _one_run(_agent(chunks))
+    assert sum(c.type == "text-delta" for c in received) == chunks
+    assert counter.steps <= _CONSTANT + math.ceil(chunks / CHECKPOINT_EVERY)
+
+
+async def test_task_steps_grow_only_with_the_checkpoints() -> None:
+    """Chunks at hand cost no task step each: 800 more chunks cost at most
+    their checkpoints (800 / 64, rounded up)."""
+    short, _ = await _one_run(_agent(200))
+    long, _ = await _one_run(_agent(1000))
+    assert long.steps - short.steps <= math.ceil(800 / CHECKPOINT_EVERY)
+
+
+async def test_a_run_whose_model_never_waits_spawns_only_its_coordinator() -> None:
+    # The default idle timeout (60 s) is on: its watchdog is not a task until
+    # the run has to wait for the model.
+    counter, _ = await _one_run(_agent(200))
+    assert counter.spawned == 1
+
+
+async def test_a_run_that_waits_for_the_model_starts_its_watchdog(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = Agent(id="costs", model=ScriptedModel([["a", Delay(1), "b"]]))
+    counter, received = await _one_run(agent)
+    text = [c.payload.text for c in received if isinstance(c, TextDeltaChunk)]
+    assert text == ["a", "b"]
+    assert counter.spawned == 2  # the coordinator and the idle watchdog
+
+
+async def test_without_an_idle_timeout_no_watchdog_starts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = Agent(id="costs", model=ScriptedModel([["a", Delay(1), "b"]]))
+    counter, _ = await _one_run(agent, idle_timeout=None)
+    assert counter.spawned == 1
+
+
+# --- the order user code sees ------------------------------------------------------
+
+
+class _SeesStart(Processor):
+    """An output processor logging the chunks its stream hook sees."""
+
+    id = "sees-start"
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        self.log.append(f"stream:{args.part.type}")
+        return args.part
+
+
+class _InputStep(Processor):
+    id = "input-step"
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    async def process_input_step(self, args: ProcessInputStepArgs) -> Any:
+        self.log.append("process_input_step")
+        return None
+
+
+async def test_a_coordinator_hook_runs_only_once_what_was_sent_before_is_taken() -> (
+    None
+):
+    """``start`` is queued without waiting, but the input-step hook that
+    follows waits until the pipeline has taken it: in fused mode the stream
+    hook has seen ``start`` first, as with a zero-capacity channel."""
+    log: list[str] = []
+    agent = Agent(
+        id="costs",
+        model=ScriptedModel([text_turn("hi")]),
+        input_processors=[_InputStep(log)],
+        output_processors=[_SeesStart(log)],
+        execution_mode="fused",
+    )
+    await agent.generate("hi")
+    assert log[:2] == ["stream:start", "process_input_step"]
+
+
+class _AbortOnStart(Processor):
+    id = "abort-on-start"
+
+    def __init__(self, boundary: bool | None = None) -> None:
+        self.stream_boundary = boundary  # True: behind a boundary (adaptive)
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        if args.part.type == "start":
+            args.abort("no")
+        return args.part
+
+
+@pytest.mark.parametrize(
+    ("mode", "boundary"),
+    [("fused", None), ("actors", None), ("adaptive", None), ("adaptive", True)],
+)
+async def test_an_abort_on_start_still_comes_before_the_model_call(
+    mode: ExecutionMode, boundary: bool | None
+) -> None:
+    """The model is called only once step-start has been taken by the
+    pipeline: an output processor that rejects the run on ``start`` costs no
+    model call."""
+    model = ScriptedModel([text_turn("never")])
+    agent = Agent(
+        id="costs",
+        model=model,
+        output_processors=[_AbortOnStart(boundary)],
+        execution_mode=mode,
+    )
+    result = await agent.generate("hi")
+    assert result.finish_reason == "other"
+    assert result.tripwire is not None
+    assert model.calls == []
