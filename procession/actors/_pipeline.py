@@ -430,6 +430,8 @@ class OutputPipeline:
                                 result = await driven(stage.fn(args), stage.seen)
                                 if stage.seen.parked:
                                     stage.parked()
+                                elif stage.probation:
+                                    stage.probed()
                         except BaseException as exc:
                             result = stage._raised(exc, item)
                         finally:

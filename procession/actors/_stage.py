@@ -48,7 +48,14 @@ from ._markers import (
     _Raise,
     _Violation,
 )
-from ._watch import COUNTED, DRIVEN, Parked, driven, first_watch, schedule_points
+from ._watch import (
+    COUNTED,
+    DRIVEN,
+    Parked,
+    driven,
+    first_probation,
+    schedule_points,
+)
 
 if TYPE_CHECKING:
     from ._pipeline import OutputPipeline
@@ -105,6 +112,7 @@ class _Stage:
         "parts",
         "passed_failures",
         "pipeline",
+        "probation",
         "seen",
         "skip_data",
         "stopped",
@@ -129,10 +137,10 @@ class _Stage:
         # "adaptive": how this stage's hook is watched for parking (_watch);
         # None when it is not (other modes, sync hooks, a stated preference).
         self.watch: str | None = (
-            first_watch()
-            if watch and hook.is_async and spec.stream_boundary is None
-            else None
+            DRIVEN if watch and hook.is_async and spec.stream_boundary is None else None
         )
+        self.probation = first_probation() if self.watch is not None else 0
+        """Driven calls left before the stage may be only counted (0: none)."""
         self.seen = Parked()
         self.on_error = spec.on_error
         self.skip_data = not spec.process_data_parts
@@ -257,6 +265,13 @@ class _Stage:
         """A call of the hook yielded to trio: drive its calls from now on."""
         self.watch = DRIVEN
 
+    def probed(self) -> None:
+        """A driven call on probation ended without parking: after the last
+        one, a hook that never yielded is only counted from then on."""
+        self.probation -= 1
+        if self.probation == 0 and not self.seen.yielded:
+            self.watch = COUNTED
+
     def parked(self) -> None:
         """A call of the hook parked: a boundary goes in before this stage."""
         self.watch = None
@@ -276,6 +291,8 @@ class _Stage:
         result = await driven(self.fn(self.args), self.seen)
         if self.seen.parked:
             self.parked()
+        elif self.probation:
+            self.probed()
         return result
 
     # the hook -----------------------------------------------------------------

@@ -10,19 +10,21 @@ does, however loaded the machine.
 
 The probe is in two steps, to stay cheaper than a hook call:
 
-1. *Did the call yield at all?* One read of the current task's count of
-   schedule points before and after the ``await`` (~0.02 µs). Most hooks never
-   yield, and stay on this step.
-2. A hook seen to yield is from then on *driven* (``driven``): its coroutine
-   is stepped here and every trap it yields is looked at on its way to trio
-   (~0.15 µs more per call, beside the ~3 µs its own scheduling costs). The
-   first parked trap marks the stage as blocking.
+1. A hook is *driven* (``driven``) for its first ``PROBATION`` calls: its
+   coroutine is stepped here and every trap it yields is looked at on its way
+   to trio (~0.15 µs more per call). The first parked trap marks the stage as
+   blocking. A hook that has not yielded once in those calls goes to step 2.
+2. *Did the call yield at all?* One read of the current task's count of
+   schedule points before and after the ``await`` (~0.02 µs): most hooks never
+   yield, and stay here. One seen to yield is driven again from then on
+   (beside the ~3 µs its own scheduling costs, the 0.15 µs do not matter).
 
-So the first call that yields is not classified (the counter only says it
-yielded); a hook that parks on every call is found on its second call. Both
-steps read trio internals (the task's ``_schedule_points``, the trap's class);
-where a trio version lacks them, every call is driven, and every yield counts
-as a park (more boundaries, the same output).
+So a hook that parks within its first ``PROBATION`` calls (an I/O hook on
+every chunk, one every 50th) is found on its first park; one that starts
+parking later is found on its second (the counter only says the first
+yielded). Both steps read trio internals (the task's ``_schedule_points``, the
+trap's class); where a trio version lacks them, every call is driven, and
+every yield counts as a park (more boundaries, the same output).
 """
 
 from __future__ import annotations
@@ -65,19 +67,24 @@ def schedule_points(task: Any) -> int:
     return count
 
 
-def first_watch() -> str:
-    """How a watched stage starts: counted, or driven where this trio does
-    not count schedule points."""
-    return COUNTED if _has_schedule_points() else DRIVEN
+PROBATION: Final = 64
+"""The calls a watched hook is driven for before it may be only counted."""
+
+
+def first_probation() -> int:
+    """How many calls a watched stage is driven for first: ``PROBATION``, or
+    for ever (0) where this trio does not count schedule points."""
+    return PROBATION if _has_schedule_points() else 0
 
 
 class Parked:
-    """Set by ``driven`` when the coroutine it drives parks the task."""
+    """Set by ``driven``: whether the coroutine it drives yielded, and parked."""
 
-    __slots__ = ("parked",)
+    __slots__ = ("parked", "yielded")
 
     def __init__(self) -> None:
         self.parked = False
+        self.yielded = False
 
 
 def is_park(trap: Any) -> bool:
@@ -99,6 +106,7 @@ def driven(coro: Coroutine[Any, Any, Any], seen: Parked) -> Generator[Any, Any, 
             trap = coro.send(value) if error is None else coro.throw(error)
         except StopIteration as stop:
             return stop.value
+        seen.yielded = True
         if not seen.parked and is_park(trap):
             seen.parked = True
         value = error = None

@@ -50,16 +50,37 @@ async def read(processors: list[Any], count: int = 10, **options: Any) -> list[s
         return [c.payload.text async for c in stream if isinstance(c, TextDeltaChunk)]
 
 
-async def test_a_hook_that_parks_gets_a_task_of_its_own_from_its_third_chunk(
+async def test_a_hook_that_parks_gets_a_task_of_its_own_from_its_next_chunk(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     me = trio.lowlevel.current_task()
     parker = Where("parker", "park")
     assert await read([parker]) == [str(n) for n in range(10)]
-    # Call 1 yields (counted), call 2 is driven and seen to park: both inline.
-    assert parker.tasks[:2] == [me, me]
-    assert all(task is not me for task in parker.tasks[2:])
-    assert len(set(parker.tasks[2:])) == 1
+    # Call 1 is driven (on probation) and seen to park: it finishes inline.
+    assert parker.tasks[:1] == [me]
+    assert all(task is not me for task in parker.tasks[1:])
+    assert len(set(parker.tasks[1:])) == 1
+
+
+class Late(Where):
+    """Parks on its 70th call only: after its probation (64 calls)."""
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        self.tasks.append(trio.lowlevel.current_task())
+        if len(self.tasks) in (70, 80):
+            await trio.sleep(0.001)
+        return args.part
+
+
+async def test_a_hook_that_parks_only_after_its_probation_is_found_on_its_second_park(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    me = trio.lowlevel.current_task()
+    late = Late("late")
+    assert len(await read([late], 100)) == 100
+    # Call 70 only yields as far as the counter can tell; call 80 is driven.
+    assert late.tasks[:80] == [me] * 80
+    assert me not in late.tasks[80:]
 
 
 @pytest.mark.parametrize("wait", ["none", "checkpoint"])
@@ -93,10 +114,10 @@ async def test_stages_after_a_boundary_move_with_it_and_before_it_stay(
     first, parker, last = Where("first"), Where("parker", "park"), Where("last")
     assert len(await read([first, parker, last], 20)) == 20
     # After the split the feeder task runs "first"; the parker's task "last".
-    assert first.tasks[:2] == [me, me]
-    assert me not in first.tasks[3:]
-    assert set(last.tasks[3:]) == set(parker.tasks[3:])
-    assert set(first.tasks[3:]).isdisjoint(parker.tasks[3:])
+    assert first.tasks[:1] == [me]
+    assert me not in first.tasks[2:]
+    assert set(last.tasks[2:]) == set(parker.tasks[2:])
+    assert set(first.tasks[2:]).isdisjoint(parker.tasks[2:])
 
 
 async def test_a_stalled_consumer_bounds_what_a_split_pipeline_reads_ahead(
@@ -157,10 +178,11 @@ async def test_where_trio_counts_no_schedule_points_every_call_is_driven(
 ) -> None:
     monkeypatch.setattr(watch_module, "_has_schedule_points", lambda: False)
     me = trio.lowlevel.current_task()
-    parker = Where("parker", "park")
-    assert len(await read([parker])) == 10
-    assert parker.tasks[:1] == [me]  # found on its first call
-    assert me not in parker.tasks[1:]
+    late = Late("late")
+    assert len(await read([late], 100)) == 100
+    # Driven for ever, so found on its first park, even after the probation.
+    assert late.tasks[:70] == [me] * 70
+    assert me not in late.tasks[70:]
 
 
 async def test_where_the_park_trap_is_unknown_every_yield_counts(
@@ -170,8 +192,8 @@ async def test_where_the_park_trap_is_unknown_every_yield_counts(
     me = trio.lowlevel.current_task()
     hook = Where("checkpointer", "checkpoint")
     assert len(await read([hook])) == 10
-    assert hook.tasks[:2] == [me, me]
-    assert me not in hook.tasks[2:]
+    assert hook.tasks[:1] == [me]
+    assert me not in hook.tasks[1:]
 
 
 def test_a_stream_boundary_that_is_not_a_bool_is_refused() -> None:
