@@ -11,7 +11,8 @@ import math
 import platform
 import statistics
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast, get_args
 
 import trio
@@ -20,6 +21,7 @@ from benchmarks._mastra import Mastra, Skipped, find_mastra
 from procession import Agent
 from procession.actors import ExecutionMode
 from procession.chunks import Chunk, text_delta
+from procession.testing import PassThrough
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -40,6 +42,27 @@ async def drain(agent: Agent, **options: Any) -> int:
         async for _ in stream:
             count += 1
     return count
+
+
+class _Args:
+    part: Any = None
+
+
+async def awaited_floor(turn: Sequence[Chunk], processors: int) -> float:
+    """The floor of an agent run: ``processors`` pass-through hooks awaited in
+    one task, a checkpoint per chunk (what reading a model stream costs at
+    least). Returns µs per chunk."""
+    hooks: list[Callable[[Any], Awaitable[Any]]] = [
+        PassThrough(i).process_output_stream for i in range(processors)
+    ]
+    args = _Args()
+    start = time.perf_counter()
+    for chunk in turn:
+        args.part = chunk
+        for hook in hooks:
+            args.part = await hook(args)
+        await trio.lowlevel.checkpoint()
+    return (time.perf_counter() - start) / len(turn) * 1e6
 
 
 def interleaved(rounds: int, setups: Mapping[K, Callable[[], T]]) -> dict[K, list[T]]:

@@ -72,18 +72,8 @@ class _Args:
 
 
 async def _awaited(n: int, k: int) -> float:
-    """The floor: the hooks awaited in one task, a checkpoint per chunk (what
-    reading a model stream costs at least)."""
-    turn = _common.text_turn(n)
-    hooks = _hooks(k)
-    args = _Args()
-    start = time.perf_counter()
-    for chunk in turn:
-        args.part = chunk
-        for hook in hooks:
-            args.part = await hook(args)
-        await trio.lowlevel.checkpoint()
-    return (time.perf_counter() - start) / n * 1e6
+    """The floor: the hooks awaited in one task (``_common.awaited_floor``)."""
+    return await _common.awaited_floor(_common.text_turn(n), k)
 
 
 async def _channel(n: int, k: int) -> float:

@@ -27,7 +27,7 @@ import gc
 import sys
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,21 +81,7 @@ async def _timed_agent(turn: list[Chunk], mode: ExecutionMode) -> float:
 
 
 async def _timed_floor(turn: list[Chunk]) -> float:
-    hooks: list[Callable[[Any], Awaitable[Any]]] = [
-        PassThrough(i).process_output_stream for i in range(PROCESSORS)
-    ]
-
-    class Args:
-        part: Any = None
-
-    args = Args()
-    start = time.perf_counter()
-    for chunk in turn:
-        args.part = chunk
-        for hook in hooks:
-            args.part = await hook(args)
-        await trio.lowlevel.checkpoint()
-    return (time.perf_counter() - start) / len(turn) * 1e6
+    return await _common.awaited_floor(turn, PROCESSORS)
 
 
 async def _held(agent: Agent) -> int:
