@@ -50,6 +50,7 @@ async def open_output_pipeline(
     tracing_context: TracingContext | None = None,
     abort_signal: AbortSignal | None = None,
     retry_count: int = 0,
+    nursery: trio.Nursery | None = None,
 ) -> AsyncIterator[OutputPipeline]:
     """Run ``source`` through the output processors; yield the client end.
 
@@ -69,6 +70,9 @@ async def open_output_pipeline(
         checkpoint_every: the cancellation-latency bound, in source items.
         driver: decides retries and error recovery; without one, a retry request
             ends the stream as a tripwire and error chunks pass through.
+        nursery: where an ``"adaptive"`` pipeline starts its segments'
+            supervisor if it splits (its lifetime must cover the block; the
+            agent's run passes its own); by default the pipeline opens one.
 
     Leaving the block cancels every task of the pipeline and closes the source
     (``aclose()``), whether or not the stream was read to the end.
@@ -102,9 +106,19 @@ async def open_output_pipeline(
         if mode == "fused":
             yield pipeline
             return
-        if mode == "adaptive":
-            async with _adaptive(pipeline, link_capacity):
+        if mode == "adaptive" and _may_split(pipeline):
+            if nursery is None:
+                async with _adaptive(pipeline, link_capacity):
+                    yield pipeline
+                return
+            splitter = pipeline._splitter = Splitter(pipeline, nursery, link_capacity)
+            try:
                 yield pipeline
+            finally:
+                _leave_split(pipeline, splitter)
+            return
+        if mode == "adaptive":
+            yield pipeline  # nothing can split: it runs fused
             return
         with unwrapping_a_lone_exception():
             async with trio.open_nursery() as nursery:
@@ -145,12 +159,24 @@ async def _adaptive(
             try:
                 yield
             finally:
-                # Only the segments' own scope, as in actors mode: cancelling
-                # this nursery's would also hide, as Cancelled, the exception
-                # a segment may be raising right now.
-                splitter.close()
-                if pipeline._receive is not None:
-                    pipeline._receive.close()
+                _leave_split(pipeline, splitter)
+
+
+def _may_split(pipeline: OutputPipeline) -> bool:
+    """Whether an adaptive pipeline can ever split: a stage is watched or asks
+    for a boundary (otherwise it runs fused, and needs no nursery)."""
+    return any(
+        stage.watch is not None or stage.actor.spec.stream_boundary is True
+        for stage in pipeline._stages
+    )
+
+
+def _leave_split(pipeline: OutputPipeline, splitter: Splitter) -> None:
+    # Only the segments' own scope, as in actors mode: cancelling the nursery's
+    # would also hide, as Cancelled, the exception a segment may be raising.
+    splitter.close()
+    if pipeline._receive is not None:
+        pipeline._receive.close()
 
 
 async def _close(closing: Awaitable[Any]) -> None:

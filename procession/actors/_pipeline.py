@@ -198,10 +198,10 @@ class OutputPipeline:
     @property
     def bound(self) -> int | float:
         """The documented bound on source items read but not settled."""
-        if self.mode == "fused":
-            return 1
         if self._splitter is not None:
             return self._splitter.bound()
+        if self.mode != "actors":
+            return 1  # fused, or adaptive with nothing that can split
         stages = len(self._stages)
         if self.link_capacity == math.inf:
             return math.inf

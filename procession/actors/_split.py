@@ -15,11 +15,12 @@ Boundaries only ever get added, at message boundaries, in stream order; a
 stage that stops blocking stays behind its boundary.
 
 Messages on the links are micro-batches (``_Batch``): the feeder gathers up to
-``batch`` source items when they are at hand without waiting (an ``Inline``
+``BATCH`` source items when they are at hand without waiting (an ``Inline``
 source's backlog: a scripted or cached response, several SSE events parsed
-from one read); a segment merges messages already queued on its link, up to
-the same number of source items. Each batch knows how many source items it
-stands for, so the in-flight count stays exact and bounded:
+from one read), and each segment passes a message's outputs on as one message
+(it does not merge queued messages: that would hold finished chunks back while
+one of its hooks waits). Each batch knows how many source items it stands
+for, so the in-flight count stays exact and bounded:
 ``((segments + 1) * link_capacity + 2 * segments + 2) * batch`` source items
 read but not settled. Every message costs one checkpoint at least (its send),
 so the feeder checkpoints at least every ``batch`` source items: that is the
@@ -98,7 +99,7 @@ class Splitter:
         self.unsettled = 0
         """Source items of the batch the consumer is delivering."""
         self.closed = False
-        self.decided = trio.Event()
+        self.decided: trio.Event | None = None
         """Set when the client end has acted on a retry request (or the run
         ended): the feeder waits for it before reading past a cut."""
 
@@ -121,8 +122,9 @@ class Splitter:
 
     def retry_decided(self) -> None:
         """The client end acted on a retry request, or the stream ended."""
-        self.decided.set()
-        self.decided = trio.Event()
+        decided, self.decided = self.decided, None
+        if decided is not None:
+            decided.set()
 
     def close(self) -> None:
         """The pipeline's block is left: cancel the segment tasks (and any not
@@ -190,6 +192,8 @@ class Splitter:
                     if pending or sources:
                         send, hi = await self._send(0, hi, send, pending, sources)
                         pending, sources = [], 0
+                    if self.decided is None:
+                        self.decided = trio.Event()
                     await self.decided.wait()
                     continue
                 raw = pipeline._take_nowait()
@@ -238,30 +242,17 @@ class Splitter:
         receive: trio.MemoryReceiveChannel[Any],
         send: trio.MemorySendChannel[Any],
     ) -> None:
-        carry: _Batch | None = None
+        # One message at a time, its outputs sent on before the next is taken:
+        # merging what is queued here would hold finished chunks back while a
+        # slow hook of this segment waits, and stop the next one overlapping.
         try:
             while True:
-                if carry is None:
-                    try:
-                        message: _Batch = await receive.receive()
-                    except trio.EndOfChannel:
-                        return
-                else:
-                    message, carry = carry, None
-                items = list(message)
-                sources = message.sources
-                while sources < BATCH:  # what is already queued, up to a batch
-                    try:
-                        more: _Batch = receive.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    if sources + more.sources > BATCH:
-                        carry = more
-                        break
-                    items.extend(more)
-                    sources += more.sources
-                out = await self._through(lo, hi, items)
-                send, hi = await self._send(lo, hi, send, out, sources)
+                try:
+                    message: _Batch = await receive.receive()
+                except trio.EndOfChannel:
+                    return
+                out = await self._through(lo, hi, list(message))
+                send, hi = await self._send(lo, hi, send, out, message.sources)
         finally:
             receive.close()
             send.close()

@@ -295,6 +295,7 @@ async def open_stream(
                 driver=control,
                 tracing_context=state.tracing_context,
                 abort_signal=state.abort_signal,
+                nursery=nursery,
             ) as pipeline,
         ):
             state.spawn = nursery.start_soon
