@@ -41,7 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -257,22 +257,36 @@ def _model_setup(key: str) -> Callable[[dict[str, Any]], Awaitable[int]]:
     return run
 
 
-@contextlib.contextmanager
-def _without_next_nowait(hide: bool) -> Iterator[None]:
-    """With ``hide``, the providers' responses offer no ``next_nowait`` while
-    the block runs: the run then awaits every chunk in its coordinator and
-    sends it over (the path before responses offered it)."""
-    from procession.providers._sse import ProviderResponse
+class _AwaitedOnly:
+    """``model`` with responses that offer no ``next_nowait``: the run then
+    awaits every chunk in its coordinator and sends it over (the path before
+    responses offered it). One ``await`` more per chunk than the model alone,
+    which the awaited rows include."""
 
-    if not hide or "next_nowait" not in vars(ProviderResponse):
-        yield
-        return
-    method = vars(ProviderResponse)["next_nowait"]
-    ProviderResponse.next_nowait = None  # type: ignore[assignment,method-assign]
-    try:
-        yield
-    finally:
-        ProviderResponse.next_nowait = method  # type: ignore[method-assign]
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self.provider = model.provider
+        self.model_id = model.model_id
+
+    @contextlib.asynccontextmanager
+    async def stream(self, request: Any) -> AsyncIterator[_AwaitedResponse]:
+        async with self._model.stream(request) as response:
+            yield _AwaitedResponse(response)
+
+
+class _AwaitedResponse:
+    def __init__(self, response: Any) -> None:
+        self._response = response
+
+    @property
+    def finish(self) -> Any:
+        return self._response.finish
+
+    def __aiter__(self) -> _AwaitedResponse:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._response.__anext__()
 
 
 def _agent_setup(
@@ -281,12 +295,12 @@ def _agent_setup(
     async def run(c: dict[str, Any]) -> int:
         from procession import Agent
 
-        agent = Agent(id="bench", model=c[key])
+        model = _AwaitedOnly(c[key]) if awaited else c[key]
+        agent = Agent(id="bench", model=model)
         n = 0
-        with _without_next_nowait(awaited):
-            async with agent.stream("hi") as stream:
-                async for _ in stream:
-                    n += 1
+        async with agent.stream("hi") as stream:
+            async for _ in stream:
+                n += 1
         return n
 
     return run

@@ -199,7 +199,7 @@ async def test_where_the_park_trap_is_unknown_every_yield_counts(
 def test_a_stream_boundary_that_is_not_a_bool_is_refused() -> None:
     async def main() -> None:
         async with open_output_pipeline(
-            [Where("odd", boundary="yes")],  # type: ignore[arg-type]
+            [Where("odd", boundary="yes")],  # type: ignore[arg-type]  # on purpose
             numbered(1),
         ):
             pass
