@@ -35,6 +35,7 @@ every other mode gives.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -69,12 +70,12 @@ class Splitter:
     """One adaptive pipeline's boundaries and segment tasks."""
 
     __slots__ = (
+        "_pipeline",
         "boundaries",
         "capacity",
         "closed",
         "decided",
         "nursery",
-        "pipeline",
         "segments",
         "unsettled",
         "wanted",
@@ -83,7 +84,8 @@ class Splitter:
     def __init__(
         self, pipeline: OutputPipeline, nursery: trio.Nursery, capacity: int | float
     ) -> None:
-        self.pipeline = pipeline
+        # Weakly: the pipeline holds its splitter (no reference cycle).
+        self._pipeline = weakref.ref(pipeline)
         self.nursery = nursery  # the outer one: the supervisor goes there
         self.capacity = capacity
         self.boundaries: set[int] = set()
@@ -106,6 +108,12 @@ class Splitter:
     @property
     def split(self) -> bool:
         return self.pipeline._receive is not None
+
+    @property
+    def pipeline(self) -> OutputPipeline:
+        pipeline = self._pipeline()
+        assert pipeline is not None  # the splitter lives inside its pipeline
+        return pipeline
 
     def bound(self) -> int | float:
         if not self.split:

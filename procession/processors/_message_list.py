@@ -123,15 +123,33 @@ class MessageView:
 
 class MessageViews:
     """The views of a ``MessageList``: ``all`` (every non-system message),
-    ``input``, ``response`` and ``remembered`` (memory)."""
+    ``input``, ``response`` and ``remembered`` (memory).
 
-    __slots__ = ("all", "input", "remembered", "response")
+    Made on each ``message_list.get``, each view on each access (a few
+    attribute writes): the list keeps no reference to its views, so a run's
+    conversation is freed by reference counting when the run ends, with no
+    cycle for the garbage collector to find."""
+
+    __slots__ = ("_list",)
 
     def __init__(self, message_list: MessageList) -> None:
-        self.all = MessageView(message_list, None)
-        self.input = MessageView(message_list, "input")
-        self.response = MessageView(message_list, "response")
-        self.remembered = MessageView(message_list, "memory")
+        self._list = message_list
+
+    @property
+    def all(self) -> MessageView:
+        return MessageView(self._list, None)
+
+    @property
+    def input(self) -> MessageView:
+        return MessageView(self._list, "input")
+
+    @property
+    def response(self) -> MessageView:
+        return MessageView(self._list, "response")
+
+    @property
+    def remembered(self) -> MessageView:
+        return MessageView(self._list, "memory")
 
 
 class MessageList:
@@ -162,9 +180,12 @@ class MessageList:
         self._tagged: dict[str, list[SystemMessage]] = {}
         self._unsaved: set[str] = set()
         self._last_created_at: _dt.datetime | None = None
-        self.get = MessageViews(self)
+
+    @property
+    def get(self) -> MessageViews:
         """The views: ``get.all``, ``get.input``, ``get.response``,
         ``get.remembered``; each has ``.db()``, ``.core()`` and ``.prompt()``."""
+        return MessageViews(self)
 
     # ------------------------------------------------------------------ adding
 
