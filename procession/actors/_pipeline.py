@@ -330,25 +330,34 @@ class OutputPipeline:
         except StopAsyncIteration:
             self._source_done = True
             return
-        self._pull_count()
+        # _pull_count and _admit's chunk case, inline: the per-chunk path.
+        self._pulled = pulled = self._pulled + 1
         self._settled += 1  # in fused mode an item is settled as it is run
-        item = self._admit(item)
-        if item is None:
+        if pulled - self._settled >= self._peak:
+            self._peak = pulled - self._settled + 1
+        if (
+            item.__class__ not in _CHUNK_SET
+            or self._retry_raised >= self._entry_attempt
+        ):
+            # What _admit lets through here is a marker (a chunk only passes
+            # where the condition above is false).
+            item = self._admit(item)
+            if item is not None:
+                if item.__class__ is NewAttempt:
+                    for stage in self._stages:
+                        stage.new_attempt(item)
+                self._buffer.append(item)
             return
         # Held back: processors see an error only once it is terminal. Everything
         # before it was delivered already (the buffer is empty when we fill).
         if item.__class__ is ErrorChunk and await self._decided(self._recovered(item)):
             return
-        if isinstance(item, _Marker):
-            if item.__class__ is NewAttempt:
-                for stage in self._stages:
-                    stage.new_attempt(item)
-            self._buffer.append(item)
-            return
         if self._shield_chain:
             await self._shielded(0, item)
-        else:
+        elif self._stages:
             await self._chain(0, item)
+        else:
+            self._buffer.append(item)
 
     async def _shielded(self, k: int, item: Any) -> None:
         """``_chain``, shielded from the consumer's cancellation for a grace period.
@@ -435,7 +444,12 @@ class OutputPipeline:
                         except BaseException as exc:
                             result = stage._raised(exc, item)
                         finally:
-                            actor.release_turn()
+                            # release_turn, inline (read through the stage:
+                            # a task may have queued for the turn meanwhile).
+                            if stage.actor._waiting:
+                                actor.release_turn()
+                            else:
+                                actor._busy = False
                         if not (
                             result is item
                             or result is None
@@ -513,9 +527,17 @@ class OutputPipeline:
             elif self._finished:
                 raise StopAsyncIteration
             else:
-                await self._refill()
+                splitter = self._splitter
+                if (
+                    self._receive is None
+                    and not self._source_done
+                    and (splitter is None or not splitter.wanted)
+                ):
+                    await self._fill_fused()  # _refill's fused case, inline
+                else:
+                    await self._refill()
                 continue
-            if isinstance(item, _Marker):
+            if item.__class__ not in _CHUNK_SET:  # a marker: nothing else is queued
                 chunk = await self._client_marker(item)
                 if chunk is None:
                     continue

@@ -190,7 +190,7 @@ class ModelReader:
             self.raw.append(chunk)
         if cls is ToolCallChunk:
             self.tool_called = True
-        if self._control.ended:
+        if self._control.outcome is not None:  # ``ended``, without its call
             self._state.model_chunks_after_end += 1
             return None
         return self._state.stamp(chunk)
@@ -305,7 +305,7 @@ class ModelReader:
         if self._reading:
             raise trio.WouldBlock  # the coordinator is awaiting the next chunk
         control = self._control
-        if control.ended or control.retry_requested:
+        if control.outcome is not None or control.retry_requested:
             # A rejected response is not read on; an ended run reads nothing.
             self._finish()
             raise trio.EndOfChannel
