@@ -33,14 +33,16 @@ Execution modes (``mode=``):
     stage's next chunk on, the chain runs as segments in tasks of their own,
     linked by bounded channels carrying micro-batches (``_split``), so slow
     processors overlap instead of adding up. A stage stays split once split.
+    Unsplit, a read runs up to ``AT_HAND`` source items that are at hand
+    through the chain at once (``_fill_fused``), and the next reads take them.
 
 Bounds: in ``"actors"`` mode, with a consumer that stops reading, the number of
 source items read but not yet delivered stays at most
 ``(stages + 1) * link_capacity + 2 * stages + 2`` (one item in hand and one in a
 parked send per stage, one parked in the reader, one in the consumer's hand),
 whatever the stream's length. In ``"fused"`` mode it is 1; in ``"adaptive"``
-mode 1 until the first boundary, then ``((segments + 1) * link_capacity + 2 *
-segments + 2) * 16`` (``_split``).
+mode ``AT_HAND`` (16) until the first boundary, then ``((segments + 1) *
+link_capacity + 2 * segments + 2) * 16`` (``_split``).
 
 A driver's source may yield ``Inline(source)``: the items that follow are
 pulled from that ``InlineSource`` in the task that reads the source (the
@@ -110,13 +112,18 @@ from ._markers import (
 )
 from ._split import _NOTHING, Splitter
 from ._stage import _CHUNK_SET, _SLOW, _STOP, HOOK, _Pending, _Stage
-from ._watch import COUNTED, driven
+from ._watch import COUNTED, driven, first_probation
 
 __all__ = ["OutputPipeline"]
 
 logger = logging.getLogger("procession")
 
 _CLOSE_GRACE_SECONDS: Final = 5.0  # a stage ended its attempt on this item
+
+AT_HAND: Final = 16
+"""``"adaptive"`` mode, unsplit: at most this many source items are run through
+the chain per fill while they are at hand (``_fill_fused``), ahead of the
+client's reads."""
 
 
 # --- the pipeline --------------------------------------------------------------
@@ -174,6 +181,11 @@ class OutputPipeline:
         self._resume: list[tuple[int, Any]] = []  # fused mode: see _chain
         self._shield_chain = False  # set once a read is cancelled mid-chain
         self._receive: trio.MemoryReceiveChannel[Any] | None = None
+        # "adaptive": source items a fill may run while they are at hand (see
+        # _fill_fused); 0 where this trio does not count schedule points (no
+        # probation then: first_probation() is 0).
+        self._at_hand = AT_HAND if watch and first_probation() else 0
+        self._held: Any = _NOTHING  # an error chunk a batch stopped before
         self._source_done = False
         self._finished = False
         # Entry control, shared with the stages (all in one trio thread).
@@ -198,10 +210,10 @@ class OutputPipeline:
     @property
     def bound(self) -> int | float:
         """The documented bound on source items read but not settled."""
-        if self._splitter is not None:
-            return self._splitter.bound()
+        if self._splitter is not None and self._receive is not None:
+            return self._splitter.bound()  # split
         if self.mode != "actors":
-            return 1  # fused, or adaptive with nothing that can split
+            return max(1, self._at_hand)  # fused, or adaptive unsplit
         stages = len(self._stages)
         if self.link_capacity == math.inf:
             return math.inf
@@ -301,7 +313,16 @@ class OutputPipeline:
     # fused mode ---------------------------------------------------------------
 
     async def _fill_fused(self) -> None:
-        """Pull one source item and run it through every stage (in this task)."""
+        """Pull one source item and run it through every stage (in this task).
+
+        In ``"adaptive"`` mode, then up to ``AT_HAND - 1`` more, while the
+        next is at hand (an ``Inline`` source has it without waiting), the
+        chain made nothing but chunks and no hook yielded: the client end then
+        serves a micro-batch without a fill per chunk. A batch ends before an
+        error chunk (it waits in ``_held`` until everything before it is
+        delivered, as ``_recovered`` needs), at a marker, a signal, a
+        checkpoint boundary and at the first hook that yields, so a hook that
+        waits never holds up chunks that are ready."""
         assert self._iterator is not None
         if self._watching and (
             self._task is None or (self._pulled + 1) % self.checkpoint_every == 0
@@ -318,46 +339,85 @@ class OutputPipeline:
             # Before the item is taken, never between taking and queueing it: a
             # read cancelled here (a deadline on each read) loses nothing.
             await trio.lowlevel.checkpoint()
-        try:
-            inline = self._inline
-            if inline is None:
-                item = await self._iterator.__anext__()
-            else:
-                try:
-                    item = inline.pull_nowait()  # the per-chunk path, no await
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    item = await self._next_source()
-        except StopAsyncIteration:
-            self._source_done = True
-            return
-        # _pull_count and _admit's chunk case, inline: the per-chunk path.
-        self._pulled = pulled = self._pulled + 1
-        self._settled += 1  # in fused mode an item is settled as it is run
-        if pulled - self._settled >= self._peak:
-            self._peak = pulled - self._settled + 1
-        if (
-            item.__class__ not in _CHUNK_SET
-            or self._retry_raised >= self._entry_attempt
-        ):
-            # What _admit lets through here is a marker (a chunk only passes
-            # where the condition above is false).
-            item = self._admit(item)
-            if item is not None:
-                if item.__class__ is NewAttempt:
-                    for stage in self._stages:
-                        stage.new_attempt(item)
-                self._buffer.append(item)
-            return
-        # Held back: processors see an error only once it is terminal. Everything
-        # before it was delivered already (the buffer is empty when we fill).
-        if item.__class__ is ErrorChunk and await self._decided(self._recovered(item)):
-            return
-        if self._shield_chain:
-            await self._shielded(0, item)
-        elif self._stages:
-            await self._chain(0, item)
+        item = self._held
+        if item is not _NOTHING:
+            self._held = _NOTHING
         else:
-            self._buffer.append(item)
+            try:
+                inline = self._inline
+                if inline is None:
+                    item = await self._iterator.__anext__()
+                else:
+                    try:
+                        item = inline.pull_nowait()  # the per-chunk path, no await
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        item = await self._next_source()
+            except StopAsyncIteration:
+                self._source_done = True
+                return
+        left = self._at_hand  # more items this fill may run (adaptive mode)
+        task: Any = None
+        points = 0
+        if left:
+            task = trio.lowlevel.current_task()
+        buffer = self._buffer
+        while True:
+            if left:
+                points = task._schedule_points
+            # _pull_count and _admit's chunk case, inline: the per-chunk path.
+            self._pulled = pulled = self._pulled + 1
+            self._settled += 1  # in fused mode an item is settled as it is run
+            if pulled - self._settled >= self._peak:
+                self._peak = pulled - self._settled + 1
+            if (
+                item.__class__ not in _CHUNK_SET
+                or self._retry_raised >= self._entry_attempt
+            ):
+                # What _admit lets through here is a marker (a chunk only
+                # passes where the condition above is false).
+                item = self._admit(item)
+                if item is not None:
+                    if item.__class__ is NewAttempt:
+                        for stage in self._stages:
+                            stage.new_attempt(item)
+                    buffer.append(item)
+                return
+            # Held back: processors see an error only once it is terminal.
+            # Everything before it was delivered already (the buffer is empty
+            # when an error chunk is run: a batch stops before one).
+            if item.__class__ is ErrorChunk and await self._decided(
+                self._recovered(item)
+            ):
+                return
+            if self._shield_chain:
+                await self._shielded(0, item)
+                return
+            if self._stages:
+                await self._chain(0, item)
+            else:
+                buffer.append(item)
+            left -= 1
+            if (
+                left <= 0
+                or task._schedule_points != points
+                or self._resume
+                or (buffer and buffer[-1].__class__ not in _CHUNK_SET)
+                or (self._pulled + 1) % self.checkpoint_every == 0
+            ):
+                return
+            inline = self._inline  # _take_nowait, inline
+            if inline is None:
+                return
+            try:
+                item = inline.pull_nowait()
+            except trio.WouldBlock:
+                return
+            except trio.EndOfChannel:
+                self._inline = None
+                return
+            if item.__class__ is ErrorChunk:
+                self._held = item  # run once the batch is delivered
+                return
 
     async def _shielded(self, k: int, item: Any) -> None:
         """``_chain``, shielded from the consumer's cancellation for a grace period.
@@ -497,6 +557,22 @@ class OutputPipeline:
     def __aiter__(self) -> OutputPipeline:
         return self
 
+    def next_ready(self) -> Any:
+        """The next chunk the client sees if it is ready now, else ``None``:
+        what ``__anext__`` would return without awaiting (a chunk at the head
+        of a batch run ahead), for a reader that awaits ``__anext__`` only
+        when this gives ``None``. Never awaits and never runs a hook."""
+        buffer = self._buffer
+        if (
+            buffer
+            and buffer[0].__class__ in _CHUNK_SET
+            and self._pending_terminal is None
+            and self._receive is None  # split or actors: __anext__ accounts
+        ):
+            self._delivered += 1
+            return buffer.popleft()
+        return None
+
     async def __anext__(self) -> Any:
         """The next chunk the client sees.
 
@@ -531,7 +607,11 @@ class OutputPipeline:
                 if (
                     self._receive is None
                     and not self._source_done
-                    and (splitter is None or not splitter.wanted)
+                    and (
+                        splitter is None
+                        or not splitter.wanted
+                        or self._held is not _NOTHING
+                    )
                 ):
                     await self._fill_fused()  # _refill's fused case, inline
                 else:
@@ -548,7 +628,12 @@ class OutputPipeline:
     async def _refill(self) -> None:
         splitter = self._splitter
         if self._receive is None:
-            if splitter is None or not splitter.wanted or self._resume:
+            if (
+                splitter is None
+                or not splitter.wanted
+                or self._resume
+                or self._held is not _NOTHING
+            ):
                 if self._source_done:
                     self._finish_completed()
                     return

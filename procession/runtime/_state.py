@@ -275,6 +275,16 @@ _STAMPERS: dict[type, Callable[[Any, str], Any]] = {}
 """Per chunk class, a copier that sets ``run_id`` (``RunState.stamp``)."""
 
 
+def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """What sets field ``name`` of a new ``cls`` instance: its slot's
+    descriptor (attrs chunk classes are slotted), else object.__setattr__."""
+    slot = getattr(cls, name, None)
+    if slot is not None and type(slot).__name__ == "member_descriptor":
+        setter: Callable[[Any, Any], None] = slot.__set__
+        return setter
+    return lambda obj, value: object.__setattr__(obj, name, value)
+
+
 def _stamper(cls: type) -> Callable[[Any, str], Any]:
     """A function copying a chunk of attrs class ``cls`` with another
     ``run_id``: what ``attrs.evolve`` gives, at about a third of its cost (no
@@ -284,18 +294,19 @@ def _stamper(cls: type) -> Callable[[Any, str], Any]:
     if hasattr(cls, "__attrs_post_init__"):
         return lambda chunk, run_id: attrs.evolve(chunk, run_id=run_id)
     names = [f.name for f in attrs.fields(cls) if f.name != "run_id"]
-    lines = [
-        "def stamp(chunk, run_id):",
+    # Each field set through its slot's descriptor: no name lookup, no frozen
+    # __setattr__ in the way (a third faster than object.__setattr__).
+    bound = ", ".join(f"set_{name}=set_{name}" for name in [*names, "run_id"])
+    lines = [  # the helpers bound as defaults: locals, not global lookups
+        f"def stamp(chunk, run_id, new_=new_, cls=cls, {bound}):",
         "    new = new_(cls)",
-        *(f"    set_(new, {name!r}, chunk.{name})" for name in names),
-        "    set_(new, 'run_id', run_id)",
+        *(f"    set_{name}(new, chunk.{name})" for name in names),
+        "    set_run_id(new, run_id)",
         "    return new",
     ]
-    namespace: dict[str, Any] = {
-        "new_": object.__new__,
-        "set_": object.__setattr__,
-        "cls": cls,
-    }
+    namespace: dict[str, Any] = {"new_": object.__new__, "cls": cls}
+    for name in [*names, "run_id"]:
+        namespace[f"set_{name}"] = _slot_setter(cls, name)
     exec("\n".join(lines), namespace)  # code made only from field names
     stamp: Callable[[Any, str], Any] = namespace["stamp"]
     return stamp
@@ -373,6 +384,9 @@ class RunState:
 
     def delivered(self, chunk: Any) -> None:
         """The client received ``chunk``."""
+        if chunk.__class__ is TextDeltaChunk:  # observe's first case, inline
+            self.view.text.append(chunk.payload.text)
+            return
         self.view.observe(chunk)
         if chunk.__class__ is DataChunk:
             self.custom_chunks.append(chunk)

@@ -105,8 +105,13 @@ class AgentStream(AsyncIterator[Chunk]):
             self._done = True
             self._settle(self._control.abort())
             return AbortChunk(run_id=self.run_id)
+        pipeline = self._pipeline
+        chunk: Chunk | None = pipeline.next_ready()
+        if chunk is not None:  # ready (a batch run ahead): no await
+            self._control.on_delivered(chunk)
+            return chunk
         try:
-            chunk: Chunk = await self._pipeline.__anext__()
+            chunk = await pipeline.__anext__()
         except StopAsyncIteration:
             if self.cancelled:  # cancel() from another task while we waited
                 self._done = True

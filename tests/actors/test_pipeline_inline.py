@@ -14,7 +14,8 @@ import trio.testing
 from procession import Processor
 from procession.actors import ExecutionMode, open_output_pipeline
 from procession.actors._markers import Inline
-from procession.chunks import Chunk, TextDeltaChunk, text_delta
+from procession.actors._pipeline import AT_HAND
+from procession.chunks import Chunk, ErrorChunk, TextDeltaChunk, error, text_delta
 from procession.processors import ProcessOutputStreamArgs
 
 
@@ -82,3 +83,112 @@ async def test_inline_items_come_in_source_order_through_the_stages(
     assert got == ["A", "B", "C", "D", "E"]
     assert handed.waited == 1
     assert stream.statistics().delivered == 5
+
+
+# --- adaptive mode: the items at hand run as one batch -----------------------------
+
+
+class AtHand:
+    """``items`` all at hand, then the end."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self._items = list(items)
+
+    def pull_nowait(self) -> Any:
+        if self._items:
+            return self._items.pop(0)
+        raise trio.EndOfChannel
+
+    async def pull(self) -> Any:
+        await trio.lowlevel.checkpoint()
+        return self.pull_nowait()
+
+
+class Seen(Processor):
+    """Records the text of every delta its async hook is shown; awaits a
+    checkpoint (a yield, not a park) on the texts in ``yield_on``."""
+
+    id = "seen"
+
+    def __init__(self, yield_on: frozenset[str] = frozenset()) -> None:
+        self.texts: list[str] = []
+        self.yield_on = yield_on
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        part = args.part
+        if isinstance(part, TextDeltaChunk):
+            self.texts.append(part.payload.text)
+            if part.payload.text in self.yield_on:
+                await trio.lowlevel.checkpoint()
+        return part
+
+
+def _inline(items: list[Any]) -> AsyncIterator[Any]:
+    async def source() -> AsyncIterator[Any]:
+        yield Inline(AtHand(items))
+
+    return source()
+
+
+@pytest.mark.parametrize(("mode", "ahead"), [("adaptive", AT_HAND), ("fused", 1)])
+async def test_adaptive_runs_the_chunks_at_hand_ahead_of_the_client_in_one_batch(
+    mode: ExecutionMode, ahead: int
+) -> None:
+    seen = Seen()
+    texts = [str(i) for i in range(3 * AT_HAND)]
+    async with open_output_pipeline(
+        [seen], _inline([text_delta(t) for t in texts]), mode=mode
+    ) as stream:
+        first = await stream.__anext__()
+        # The first read ran a whole batch (adaptive) or one chunk (fused).
+        assert seen.texts == texts[:ahead]
+        rest = [chunk async for chunk in stream]
+    assert [c.payload.text for c in [first, *rest]] == texts
+    assert seen.texts == texts
+
+
+async def test_a_batch_ends_after_a_hook_that_yields() -> None:
+    seen = Seen(yield_on=frozenset({"2"}))
+    texts = [str(i) for i in range(AT_HAND)]
+    async with open_output_pipeline(
+        [seen], _inline([text_delta(t) for t in texts]), mode="adaptive"
+    ) as stream:
+        await stream.__anext__()
+        # "2"'s hook yielded: nothing after it ran before the client read on.
+        assert seen.texts == ["0", "1", "2"]
+        rest = [chunk async for chunk in stream]
+    assert len(rest) == AT_HAND - 1
+
+
+@pytest.mark.parametrize("mode", ["adaptive", "fused"])
+async def test_a_batch_stops_before_an_error_until_the_chunks_before_it_are_read(
+    mode: ExecutionMode,
+) -> None:
+    delivered_at_error: list[int] = []
+
+    class Recorder:
+        stream: Any = None
+
+        async def on_retry_request(self, tripwire: Any) -> bool:
+            return False
+
+        async def on_error_chunk(self, chunk: ErrorChunk) -> bool:
+            delivered_at_error.append(self.stream.statistics().delivered)
+            return False  # not recovered: it goes on to the client
+
+        def on_attempt(self, marker: Any) -> None:
+            pass  # one attempt here
+
+        def on_terminal(self, outcome: Any) -> None:
+            pass  # nothing of its own to stop
+
+    driver = Recorder()
+    items = [text_delta("a"), text_delta("b"), error("boom"), text_delta("never")]
+    async with open_output_pipeline(
+        [Seen()], _inline(items), mode=mode, driver=driver
+    ) as stream:
+        driver.stream = stream
+        got = [chunk async for chunk in stream]
+    # The error was decided only once "a" and "b" had reached the client.
+    assert delivered_at_error == [2]
+    assert [c.type for c in got] == ["text-delta", "text-delta", "error", "text-delta"]
