@@ -461,7 +461,15 @@ class OutputPipeline:
         interrupted hook is called again with the same chunk (at least once,
         never skipped). Actors mode has no such case: its stages are only
         cancelled when the whole pipeline is.
+
+        Once a stage asked for a retry of this attempt, nothing more of it is
+        carried: the other chunks a list result made (and chunks queued to
+        resume) come after the cut, as in the sequential run, where the
+        decision is taken before the next chunk moves. (Without this a stage
+        before the retrying one could end the run on a chunk past the cut.)
         """
+        if self._retry_raised >= self._entry_attempt:
+            return
         stages = self._stages
         n = len(stages)
         while k < n:

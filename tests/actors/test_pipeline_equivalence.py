@@ -20,7 +20,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from procession import TripWire
@@ -352,6 +352,21 @@ def run_trio(fn: Any, *args: Any) -> Any:
     source_sleep=st.none() | st.floats(0.001, 0.5),
     read_deadlines=st.none()
     | st.lists(st.floats(0.0005, 1.5, allow_nan=False), min_size=1, max_size=6),
+)
+@example(
+    # Found by the thorough profile: p2 splits the step-start in two, p4 asks
+    # for a retry on the first part, p3 aborts on the second. The second part
+    # is past the retry's cut: fused mode once carried it on, so p3's abort
+    # ended the run instead of the retry.
+    behaviours_=[
+        Behaviour("", False, False, "raise", actions, {})
+        for actions in ({}, {}, {0: "split"}, {1: "abort"}, {0: "retry"})
+    ],
+    steps=[[[step_start(), step_finish()]]],
+    budget=1,
+    link_capacity=0,
+    source_sleep=None,
+    read_deadlines=None,
 )
 def test_every_mode_equals_the_sequential_reference(
     behaviours_: list[Behaviour],
