@@ -435,6 +435,7 @@ def _trace(chunks: int, modes: Sequence[ExecutionMode]) -> None:
             f"{_ms(trio.run(_sleep_after, busy))}"
         )
     for mode in modes:
+        trio.run(_agent, turn, mode, True)  # warm: the first run pays for imports
         trace = _Trace()
         with trace.patched():
             count = trio.run(_traced_run, turn, mode, trace, instruments=[trace.tracer])
