@@ -16,11 +16,24 @@ node 22 can be installed, against its own sequential floor.
     python benchmarks/io_overlap.py            # 2,000 chunks, 5 rounds
     python benchmarks/io_overlap.py --chunks 5000 --rounds 3
     python benchmarks/io_overlap.py --quick --no-mastra  # tiny, to check it runs
+    python benchmarks/io_overlap.py --trace  # where one adaptive run's time goes
+
+``--trace`` runs one ``agent.stream`` per mode asked for (adaptive by default)
+under a trio instrument and says where its time goes: busy (task steps) against
+idle (the run loop waiting in epoll, which is where the waits happen), per task
+and per segment, the messages each segment took and their sizes, task steps per
+chunk, the parks before the split, how full each link was when a stage parked,
+and what ``trio.sleep(0.001)`` really takes here alone and after a busy
+stretch. It reads adaptive internals (``procession.actors._split``) for the
+segment figures: a diagnostic, not a measurement to compare across versions.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
+import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -38,6 +51,7 @@ from benchmarks import _common
 from benchmarks._mastra import Mastra
 from procession import Agent
 from procession.actors import ExecutionMode
+from procession.actors import _split as split_internals
 from procession.chunks import Chunk, TextDeltaChunk
 from procession.testing import ScriptedModel, run_sequential
 
@@ -256,12 +270,235 @@ def _report(rows: Sequence[Row], chunks: int) -> None:
     )
 
 
+# --- --trace: where one run's time goes ---------------------------------------
+
+IDLE = 2e-4  # an epoll wait this long is the loop idling, not a poll(0)
+
+
+class _Tracer(trio.abc.Instrument):
+    """Busy time and steps per task, and the run loop's idle stretches."""
+
+    def __init__(self) -> None:
+        self.busy: dict[str, float] = collections.defaultdict(float)
+        self.steps: collections.Counter[str] = collections.Counter()
+        self.idle: list[float] = []
+        self.names: dict[trio.lowlevel.Task, str] = {}
+        self._step = 0.0
+        self._wait = 0.0
+
+    def name(self, task: trio.lowlevel.Task) -> str:
+        return self.names.get(task) or task.name.rsplit(".", 1)[-1]
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._step = time.perf_counter()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        name = self.name(task)
+        self.busy[name] += time.perf_counter() - self._step
+        self.steps[name] += 1
+
+    def before_io_wait(self, timeout: float) -> None:
+        self._wait = time.perf_counter()
+
+    def after_io_wait(self, timeout: float) -> None:
+        waited = time.perf_counter() - self._wait
+        if waited > IDLE:
+            self.idle.append(waited)
+
+
+class _Traced(Waiting):
+    """``Waiting``, noting each wait: when, which processor, the links' fill."""
+
+    def __init__(self, index: int, trace: _Trace) -> None:
+        super().__init__(index, wait=True)
+        self.index = index
+        self.trace = trace
+
+    async def process_output_stream(self, args: Any) -> Any:
+        seen = args.state.get("seen", 0) + 1
+        if not isinstance(args.part, TextDeltaChunk) or seen % EVERY:
+            return await super().process_output_stream(args)
+        self.trace.parked(self.index)
+        start = time.perf_counter()
+        try:
+            return await super().process_output_stream(args)
+        finally:
+            self.trace.waits.append(time.perf_counter() - start)
+
+
+class _Trace:
+    """One run's figures; ``patched()`` wraps the splitter's segment and
+    ``_through`` to see segments, messages and links."""
+
+    def __init__(self) -> None:
+        self.tracer = _Tracer()
+        self.start = 0.0
+        self.split_at: float | None = None
+        self.inline_parks = 0  # parks before the split
+        self.first_park: float | None = None
+        self.waits: list[float] = []
+        self.links: dict[int, Any] = {}  # segment lo -> its receive channel
+        self.fill: dict[int, list[int]] = collections.defaultdict(list)
+        self.sizes: dict[str, list[int]] = collections.defaultdict(list)
+
+    def parked(self, index: int) -> None:
+        if self.first_park is None:
+            self.first_park = time.perf_counter()
+        if self.split_at is None:
+            self.inline_parks += 1
+            return
+        receive = self.links.get(index)
+        if receive is not None:
+            self.fill[index].append(receive.statistics().current_buffer_used)
+
+    @contextlib.contextmanager
+    def patched(self) -> Any:
+        cls = split_internals.Splitter
+        segment, through, start = cls._segment, cls._through, cls.start
+        trace = self
+
+        async def traced_segment(self: Any, lo: int, *rest: Any) -> None:
+            trace.links[lo] = rest[1]
+            trace.tracer.names[trio.lowlevel.current_task()] = f"segment {lo}"
+            await segment(self, lo, *rest)
+
+        async def traced_through(self: Any, lo: int, hi: int, items: Any) -> Any:
+            task = trio.lowlevel.current_task()
+            trace.sizes[trace.tracer.name(task)].append(len(items))
+            return await through(self, lo, hi, items)
+
+        def traced_start(self: Any) -> None:
+            trace.split_at = time.perf_counter()
+            start(self)
+
+        originals = {"_segment": segment, "_through": through, "start": start}
+        tracing = {
+            "_segment": traced_segment,
+            "_through": traced_through,
+            "start": traced_start,
+        }
+        for name, function in tracing.items():
+            setattr(cls, name, function)
+        try:
+            yield
+        finally:
+            for name, function in originals.items():
+                setattr(cls, name, function)
+
+
+async def _traced_run(turn: list[Chunk], mode: ExecutionMode, trace: _Trace) -> int:
+    agent = Agent(
+        id="bench",
+        model=ScriptedModel([turn]),
+        output_processors=[_Traced(i, trace) for i in range(PROCESSORS)],
+        execution_mode=mode,
+    )
+    count = 0
+    trace.start = time.perf_counter()
+    async with agent.stream("hi") as stream:
+        async for _ in stream:
+            count += 1
+    return count
+
+
+async def _sleep_after(busy: float) -> float:
+    """How long ``trio.sleep(WAIT)`` takes when another task keeps the loop
+    busy for ``busy`` seconds after it parks (the median of 50)."""
+    taken = []
+    for _ in range(50):
+        parked: list[float] = []
+
+        async def sleeper(parked: list[float] = parked) -> None:
+            parked.append(time.perf_counter())
+            await trio.sleep(WAIT)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper)
+            while not parked:
+                await trio.lowlevel.checkpoint()
+            until = time.perf_counter() + busy
+            while time.perf_counter() < until:
+                pass
+        taken.append(time.perf_counter() - parked[0])
+    return statistics.median(taken)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def _trace(chunks: int, modes: Sequence[ExecutionMode]) -> None:
+    turn = _common.text_turn(chunks)
+    for busy in (0.0, WAIT / 4, WAIT / 2, WAIT * 0.9):
+        print(
+            f"trio.sleep({WAIT:g}) with the loop busy {_ms(busy)} after it parks: "
+            f"{_ms(trio.run(_sleep_after, busy))}"
+        )
+    for mode in modes:
+        trio.run(_agent, turn, mode, True)  # warm: the first run pays for imports
+        trace = _Trace()
+        with trace.patched():
+            count = trio.run(_traced_run, turn, mode, trace, instruments=[trace.tracer])
+        _trace_report(mode, trace, count, time.perf_counter() - trace.start)
+
+
+def _trace_report(mode: str, trace: _Trace, count: int, wall: float) -> None:
+    tracer = trace.tracer
+    busy, idle = sum(tracer.busy.values()), sum(tracer.idle)
+    steps = sum(tracer.steps.values())
+    print(
+        f"\n{mode}: wall {_ms(wall)}; busy (task steps) {_ms(busy)}; idle "
+        f"{_ms(idle)} in {len(tracer.idle)} stretches of "
+        f"{_ms(idle / max(len(tracer.idle), 1))}; the rest (scheduler, "
+        f"instrument) {_ms(wall - busy - idle)}; {steps / count:.2f} task steps "
+        f"per chunk ({count} chunks)"
+    )
+    if trace.waits and trace.first_park is not None:
+        print(
+            f"  waits: {len(trace.waits)}, median "
+            f"{_ms(statistics.median(trace.waits))} from park to resume; the "
+            f"first park after {_ms(trace.first_park - trace.start)}"
+        )
+    if trace.split_at is not None:
+        print(
+            f"  split after {_ms(trace.split_at - trace.start)}, "
+            f"{trace.inline_parks} parks inline before it"
+        )
+    for name in sorted(tracer.busy, key=lambda n: -tracer.busy[n]):
+        sizes = trace.sizes.get(name, [])
+        fill = (
+            trace.fill.get(int(name.split()[-1]), [])
+            if name.startswith("segment ")
+            else []
+        )
+        print(
+            f"  {name:<24}{_ms(tracer.busy[name]):>10}{tracer.steps[name]:>7} steps"
+            + (
+                f"; {len(sizes)} messages of {statistics.mean(sizes):.1f} items"
+                if sizes
+                else ""
+            )
+            + (
+                f"; its link held {statistics.mean(fill):.1f} messages when it parked"
+                if fill
+                else ""
+            )
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     parser = _common.parser(__doc__)
     parser.add_argument("--chunks", type=int, default=2_000)
+    parser.add_argument(
+        "--trace", action="store_true", help="where one run's time goes (see above)"
+    )
     args = parser.parse_args(argv)
     modes = _common.modes(args, parser)
     chunks, rounds = (100, 1) if args.quick else (args.chunks, args.rounds)
+    if args.trace:
+        asked = "--modes" in " ".join(sys.argv if argv is None else argv)
+        _trace(chunks, modes if asked else ["adaptive"])
+        return []
     peer = _common.mastra(args)
     print(
         f"{PROCESSORS} processors, each waiting {WAIT * 1000:g} ms on every "

@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from ..data import ErrorChunk
+from ..data import DataChunk, ErrorChunk
 from ._markers import _DrainBarrier, _Raise
+from ._stage import _CHUNK_SET, _STOP, _Stage
 from ._supervision import unwrapping_a_lone_exception
 
 if TYPE_CHECKING:
@@ -226,7 +227,11 @@ class Splitter:
                     if await pipeline._recovered(item):
                         item = None
                 sources += 1
-                if item is not None:
+                if item is None:
+                    pass
+                elif hi == 0:  # no stage before the first boundary
+                    pending.append(item)
+                else:
                     pending.extend(await self._through(0, hi, [item]))
                 if sources >= BATCH:
                     send, hi = await self._send(0, hi, send, pending, sources)
@@ -273,8 +278,7 @@ class Splitter:
             stage = stages[k]
             out: list[Any] = []
             stage.out = out
-            for item in items:
-                await stage.take(item, out)
+            await _taken(stage, items, out)
             items = out
         return items
 
@@ -314,6 +318,52 @@ class Splitter:
         pipeline._settled += self.unsettled
         self.unsettled = message.sources
         pipeline._buffer.extend(message)
+
+
+async def _taken(stage: _Stage, items: list[Any], out: list[Any]) -> None:
+    """``stage.take`` of each of ``items`` in turn, into ``out``, with the
+    per-chunk path inline (one coroutine per message, not two per chunk): a
+    chunk through an async hook that is not watched (any more), the actor's
+    turn free. Everything else (markers, a stage past its cut, data parts it
+    skips, a watched hook, a sync hook) goes through ``take`` itself."""
+    actor = stage.actor
+    args = stage.args
+    fn = stage.fn
+    parts = stage.parts
+    inline = stage.is_async and stage.watch is None
+    for item in items:
+        if not (
+            inline
+            and item.__class__ in _CHUNK_SET
+            and not (stage.stopped or stage.discarding or actor._busy or actor._waiting)
+            and not (stage.skip_data and item.__class__ is DataChunk)
+        ):
+            await stage.take(item, out)
+            continue
+        # Stage.apply inline, its turn taken (as _pipeline's _chain does).
+        parts.append(item)
+        args.part = item
+        actor._busy = True
+        try:
+            result = await fn(args)
+        except BaseException as exc:
+            result = stage._raised(exc, item)
+        finally:
+            actor.release_turn()
+        if result is item or result.__class__ in _CHUNK_SET:
+            out.append(result)  # the common case
+            continue
+        if not (result is None or result is _STOP):
+            result = stage._checked(result, item)
+        # Stage.take's tail.
+        if result is None:
+            stage.dropped()
+        elif result is _STOP:
+            pass
+        elif result.__class__ is list:
+            out.extend(result)
+        else:
+            out.append(result)
 
 
 _NOTHING: Final = object()

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
 
 from procession import Agent
+from procession.actors import ExecutionMode, open_output_pipeline
 from procession.actors import _watch as watch_module
-from procession.actors import open_output_pipeline
-from procession.chunks import TextDeltaChunk, text_delta
+from procession.chunks import DataChunk, TextDeltaChunk, data, text_delta
 from procession.processors import ConfigurationError, ProcessOutputStreamArgs
 from procession.testing import ScriptedModel
 
@@ -20,6 +21,11 @@ from procession.testing import ScriptedModel
 async def numbered(count: int) -> AsyncIterator[Any]:
     for n in range(count):
         yield text_delta(str(n))
+
+
+async def letters(text: str) -> AsyncIterator[Any]:
+    for letter in text:
+        yield text_delta(letter)
 
 
 class Where:
@@ -137,20 +143,25 @@ async def test_a_stalled_consumer_bounds_what_a_split_pipeline_reads_ahead(
     assert stats.pulled <= stats.bound
 
 
+class EveryFiftieth:
+    """Waits 1 ms on every 50th chunk it is shown (issue 10's I/O row)."""
+
+    def __init__(self, id: str, *, boundary: bool | None = None) -> None:
+        self.id = id
+        if boundary is not None:
+            self.stream_boundary = boundary
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        if len(args.stream_parts) % 50 == 0:
+            await trio.sleep(0.001)
+        return args.part
+
+
 async def test_slow_processors_overlap_through_agent_stream(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     # Five processors each wait 1 ms (trio's clock) on every 50th chunk of a
     # 2,000-chunk answer: 200 ms one after another; overlapped, about 40 ms.
-    class EveryFiftieth:
-        def __init__(self, id: str) -> None:
-            self.id = id
-
-        async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
-            if len(args.stream_parts) % 50 == 0:
-                await trio.sleep(0.001)
-            return args.part
-
     words = [text_delta(f"w{n} ") for n in range(2_000)]
     texts = {}
     elapsed = {}
@@ -171,6 +182,92 @@ async def test_slow_processors_overlap_through_agent_stream(
     )
     assert elapsed["fused"] == pytest.approx(0.2, rel=0.05)
     assert elapsed["adaptive"] <= 0.3 * elapsed["fused"]
+
+
+@pytest.mark.parametrize(
+    ("boundary", "waits"),
+    [
+        # Each stage's first park (all on chunk 50) runs inline, one after
+        # another, before the split (5 waits); then the pipeline fills again
+        # (4 waits until the last stage parks on chunk 100) and the last stage
+        # waits 39 more times, the others' waits beside its own.
+        (None, 5 + 4 + 39),
+        # Split from the start: chunk 50 through the five waits, then 39 more.
+        (True, 5 + 39),
+    ],
+)
+async def test_a_split_run_of_slow_processors_lasts_its_chain_of_waits(
+    boundary: bool | None, waits: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    # On trio's clock only the waits take time: the run lasts as long as the
+    # longest chain of waits one after another (see benchmarks/io_overlap.py
+    # --trace for the real clock, where each of these waits costs ~1.1 ms).
+    words = [text_delta(f"w{n} ") for n in range(2_000)]
+    agent = Agent(
+        id="a",
+        model=ScriptedModel([words]),
+        output_processors=[EveryFiftieth(f"p{k}", boundary=boundary) for k in range(5)],
+    )
+    start = trio.current_time()
+    async with agent.stream("go") as stream:
+        result = await stream.result()
+    assert trio.current_time() - start == pytest.approx(waits * 0.001)
+    assert result.text == "".join(f"w{n} " for n in range(2_000))
+
+
+class Edits:
+    """Splits "b" in two, drops "d", writes a note on "c", aborts on "f";
+    records the task it ran in. A boundary from the start."""
+
+    stream_boundary = True
+
+    def __init__(self, id: str) -> None:
+        self.id = id
+        self.tasks: list[trio.lowlevel.Task] = []
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        self.tasks.append(trio.lowlevel.current_task())
+        part = args.part
+        assert isinstance(part, TextDeltaChunk)
+        text = part.payload.text
+        if text == "b":
+            return [
+                part,
+                attrs.evolve(part, payload=attrs.evolve(part.payload, text="b2")),
+            ]
+        if text == "c":
+            assert args.writer is not None
+            args.writer.custom_nowait(data("note", {"on": text}))
+        if text == "d":
+            return None
+        if text == "f":
+            args.abort("no f")
+        return part
+
+
+@pytest.mark.parametrize("mode", ["fused", "adaptive"])
+async def test_a_segment_passes_lists_drops_notes_and_aborts_on_in_order(
+    mode: ExecutionMode, autojump_clock: trio.testing.MockClock
+) -> None:
+    me = trio.lowlevel.current_task()
+    first, second = Edits("first"), Edits("second")
+    seen = []
+    async with open_output_pipeline(
+        [first, second], letters("abcdefg"), mode=mode
+    ) as stream:
+        async for chunk in stream:
+            if isinstance(chunk, TextDeltaChunk):
+                seen.append(chunk.payload.text)
+            elif isinstance(chunk, DataChunk):
+                seen.append(f"{chunk.type}:{chunk.data['on']}")
+            else:
+                seen.append(chunk.type)
+    # "second" splits "b" and "b2" is not "b": one note per processor on "c".
+    expected = ["a", "b", "b2", "b2", "data-note:c", "data-note:c", "c", "e"]
+    assert seen == [*expected, "tripwire"]
+    assert stream.outcome is not None
+    assert stream.outcome.kind == "tripwire"
+    assert (me in first.tasks + second.tasks) is (mode == "fused")
 
 
 async def test_where_trio_counts_no_schedule_points_every_call_is_driven(
