@@ -195,9 +195,13 @@ class ControlSource:
             trio.lowlevel.reschedule(sender)
 
     async def aclose(self) -> None:
+        """The reader leaves (``leave``). Does not checkpoint."""
+        self.leave()
+
+    def leave(self) -> None:
         """The reader leaves: queued items are dropped and the sender is woken
-        (its wait raises ``trio.BrokenResourceError``). Does not checkpoint:
-        it is called in the pipeline's shielded cleanup, once per run."""
+        (its wait raises ``trio.BrokenResourceError``). Called when the
+        pipeline closes, once per run (``aclose`` is the same, awaited)."""
         self._reader_gone = True
         self._items.clear()
         if self._sender is not None:

@@ -172,8 +172,9 @@ class StepRunner:
         ml = state.message_list
         step_number = current.step_number
         ml.mark_response_message_boundary()
-        message = view.build_message(f"{config.model.provider}/{config.model.model_id}")
-        message.id = response_id
+        message = view.build_message(
+            f"{config.model.provider}/{config.model.model_id}", response_id
+        )
         view.message = message
         built = len(view.text)
         ml.add(message, "response")

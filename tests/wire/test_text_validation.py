@@ -39,6 +39,7 @@ from procession.processors import (
 )
 from procession.testing import ScriptedModel
 from procession.wire import find_lone_surrogate, parse_message, parse_system_message
+from procession.wire._text import holds_lone_surrogate
 
 LONE = "\ud800"
 
@@ -79,6 +80,88 @@ def test_a_cycle_ends_the_search() -> None:
     loop: list[Any] = ["ok"]
     loop.append(loop)
     assert find_lone_surrogate(loop) is None
+
+
+def _nested(depth: int, leaf: object) -> object:
+    """``leaf`` inside ``depth`` one-key dicts."""
+    value = leaf
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def _inside(value: object, levels: int) -> list[object]:
+    """``value`` and every value up to ``levels`` levels inside it (dict
+    values, list and tuple items, attrs fields)."""
+    found = [value]
+    if levels == 0:
+        return found
+    if isinstance(value, dict):
+        items: list[object] = list(value.values())
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif attrs.has(kind := type(value)):
+        items = [getattr(value, f.name) for f in attrs.fields(kind)]
+    else:
+        items = []
+    for item in items:
+        found.extend(_inside(item, levels - 1))
+    return found
+
+
+@pytest.mark.parametrize("depth", [0, 1, 10, 61, 62, 63, 64, 65, 66, 67])
+@pytest.mark.parametrize("nested", [0, 1, 3])
+@pytest.mark.parametrize(
+    "wrap",
+    [lambda v: v, lambda v: [v], lambda v: Box("x", [v]), lambda v: ("a", {"b": v})],
+)
+@pytest.mark.parametrize("leaf", [LONE, "ascii", "naïve"])
+def test_holds_lone_surrogate_is_at_least_what_find_lone_surrogate_finds(
+    depth: int, nested: int, wrap: Any, leaf: str
+) -> None:
+    """``holds_lone_surrogate(value, nested=n)`` is False only when neither
+    ``value`` nor anything up to ``n`` levels inside it holds one that
+    ``find_lone_surrogate`` finds (the fast path of the message check skips
+    the per-field search on that promise); True when ``value`` holds one."""
+    value = wrap(_nested(depth, leaf))
+    if find_lone_surrogate(value) is not None:
+        assert holds_lone_surrogate(value, nested=nested)
+    if not holds_lone_surrogate(value, nested=nested):
+        assert all(find_lone_surrogate(v) is None for v in _inside(value, nested))
+    if leaf != LONE:
+        assert not holds_lone_surrogate(value, nested=nested)
+
+
+def test_holds_lone_surrogate_counts_the_depth_limit_from_inside() -> None:
+    # A string is searched up to depth 64: at 65 the value itself is past the
+    # limit, one level inside it is not.
+    deep = _nested(65, LONE)
+    assert find_lone_surrogate(deep) is None
+    assert find_lone_surrogate(deep["k"]) is not None  # type: ignore[index]
+    assert holds_lone_surrogate(deep) is False
+    assert holds_lone_surrogate(deep, nested=1) is True
+
+
+def test_a_part_searched_to_the_depth_limit_still_fails_in_a_message() -> None:
+    """The whole-message search counts its depth from the parts, so a
+    surrogate as deep inside a part as a search of the part reaches is
+    still refused, with the part named."""
+    invocation = ToolInvocationPart(
+        tool_invocation=ToolInvocation(
+            state="call", tool_call_id="c1", tool_name="t", args=_nested(62, LONE)
+        )
+    )
+    assert find_lone_surrogate(invocation) is not None
+    message = Message(
+        id="deep", role="assistant", content=MessageContent(parts=[invocation])
+    )
+    with pytest.raises(InvalidTextError, match=r"'deep' \(assistant\), part #0"):
+        parse_message(message, generate_id=ids())
+    # One level deeper is past what a search of the part reaches: accepted, as
+    # before the whole-message search.
+    invocation.tool_invocation.args = _nested(63, LONE)
+    assert find_lone_surrogate(invocation) is None
+    assert parse_message(message, generate_id=ids()) is message
 
 
 # --- the caller's messages, where they are parsed ---------------------------------
