@@ -379,17 +379,22 @@ class RunControl:
         raise ``RetryRequested`` if a stream processor's retry was granted.
 
         Checkpoints; if the run is cancelled meanwhile, ``Cancelled`` propagates.
+        A barrier queued by ``settle_ahead`` that has passed already is not
+        waited for: then this is a cancellation point only (the coordinator
+        waited for the read meanwhile).
         """
         barrier = self._ahead
         if barrier is None:
             barrier = Barrier()
             await self._post(barrier)
+            await barrier.wait()
         else:
             # Queued by settle_ahead, and nothing sent since: waiting for it
             # is waiting for everything sent so far.
             self._ahead = None
             await trio.lowlevel.checkpoint_if_cancelled()
-        await barrier.wait()
+            if not barrier.passed:
+                await barrier.wait()
         if self._retry is not None:
             raise RetryRequested(self._retry)
 
