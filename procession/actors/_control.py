@@ -8,8 +8,8 @@ sides of that conversation in one object, so neither layer sees the other's
 vocabulary:
 
 * the coordinator calls ``begin_attempt`` / ``inject`` / ``send_ahead`` /
-  ``inline`` / ``deliver`` / ``settle`` / ``caught_up`` / ``end`` /
-  ``close``; ``settle`` raises ``RetryRequested`` when a stream processor's
+  ``inline`` / ``deliver`` / ``settle`` / ``settle_ahead`` / ``caught_up`` /
+  ``end`` / ``close``; ``settle`` raises ``RetryRequested`` when a stream processor's
   retry was granted meanwhile (a retry crosses the layer boundary twice: the
   grant, in the pipeline, and this raise);
 * the pipeline calls the ``PipelineDriver`` methods (``on_retry_request``,
@@ -195,9 +195,13 @@ class ControlSource:
             trio.lowlevel.reschedule(sender)
 
     async def aclose(self) -> None:
+        """The reader leaves (``leave``). Does not checkpoint."""
+        self.leave()
+
+    def leave(self) -> None:
         """The reader leaves: queued items are dropped and the sender is woken
-        (its wait raises ``trio.BrokenResourceError``). Does not checkpoint:
-        it is called in the pipeline's shielded cleanup, once per run."""
+        (its wait raises ``trio.BrokenResourceError``). Called when the
+        pipeline closes, once per run (``aclose`` is the same, awaited)."""
         self._reader_gone = True
         self._items.clear()
         if self._sender is not None:
@@ -268,6 +272,7 @@ class RunControl:
         self._read_scope: trio.CancelScope | None = None
         self._proposed: RunOutcome | None = None
         self._proposed_tripwire: TripWire | None = None
+        self._ahead: Barrier | None = None  # see settle_ahead
         self.outcome: RunOutcome | None = None
         """The run's outcome, once decided (see ``conclude``)."""
 
@@ -289,6 +294,7 @@ class RunControl:
         like ``inject``); a cancellation (the run ended) propagates with
         nothing sent."""
         await trio.lowlevel.checkpoint_if_cancelled()
+        self._ahead = None
         self.source.put(item)
         if not self._queue_ahead:
             await self.source.wait_taken(item)
@@ -327,6 +333,7 @@ class RunControl:
         wait until the pipeline has taken it (backpressure). Checkpoints, and a
         cancellation (the run ended) propagates with ``chunk`` not sent."""
         await trio.lowlevel.checkpoint_if_cancelled()
+        self._ahead = None
         source = self.source
         source.put(chunk)
         await source.wait_taken(chunk)
@@ -372,12 +379,37 @@ class RunControl:
         raise ``RetryRequested`` if a stream processor's retry was granted.
 
         Checkpoints; if the run is cancelled meanwhile, ``Cancelled`` propagates.
+        A barrier queued by ``settle_ahead`` that has passed already is not
+        waited for: then this is a cancellation point only (the coordinator
+        waited for the read meanwhile).
         """
-        barrier = Barrier()
-        await self._post(barrier)
-        await barrier.wait()
+        barrier = self._ahead
+        if barrier is None:
+            barrier = Barrier()
+            await self._post(barrier)
+            await barrier.wait()
+        else:
+            # Queued by settle_ahead, and nothing sent since: waiting for it
+            # is waiting for everything sent so far.
+            self._ahead = None
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if not barrier.passed:
+                await barrier.wait()
         if self._retry is not None:
             raise RetryRequested(self._retry)
+
+    def settle_ahead(self) -> None:
+        """Queue the barrier of the next ``settle`` now, when the coordinator
+        knows it will settle next (after handing the pipeline a model stream
+        to pull, say: ``inline``): the pipeline passes it as soon as it gets
+        there, and the coordinator need not wake the pipeline's task to send
+        it. Any send before that ``settle`` makes ``settle`` send a barrier of
+        its own (this one then passes unwaited). Without ``queue_ahead`` it
+        does nothing. Never blocks; does not checkpoint."""
+        if self._queue_ahead and self._ahead is None:
+            barrier = Barrier()
+            self.source.put(barrier)
+            self._ahead = barrier
 
     async def end(
         self,

@@ -20,6 +20,7 @@ from ..processors import (
 )
 from ._actor import ProcessorActor
 from ._actors_mode import ActorsMode
+from ._control import ControlSource
 from ._interface import (
     ExecutionMode,
     PipelineDriver,
@@ -139,7 +140,10 @@ async def open_output_pipeline(
         if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
             pipeline.abort_signal.set("the output stream was closed early")
         aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
+        if iterator.__class__ is ControlSource:
+            # A run's own source: closing it never waits (no shielded scope).
+            iterator.leave()
+        elif aclose is not None:
             # Shielded so a cancelled consumer still closes the source (and with it
             # the provider's HTTP stream), with a deadline so cleanup cannot hang.
             with trio.CancelScope(shield=True) as scope:

@@ -193,6 +193,26 @@ class ProcessorSet:
     error: tuple[ProcessorSpec, ...]
     all: tuple[ProcessorSpec, ...]
     """Every distinct processor, in merged order (input, output, error lanes)."""
+    _with_hook: dict[tuple[str, ...], tuple[ProcessorSpec, ...]] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False
+    )
+
+    def with_hook(self, hook: str, *lanes: str) -> tuple[ProcessorSpec, ...]:
+        """The specs of ``lanes`` (``"input"``, ``"output"``, ``"error"``, in
+        the order given) that have ``hook``, each processor once. Computed once
+        per set: an agent's runs share their set, and ask this at every step."""
+        key = (hook, *lanes)
+        found = self._with_hook.get(key)
+        if found is None:
+            seen: set[str] = set()
+            chosen: list[ProcessorSpec] = []
+            for lane in lanes:
+                for spec in getattr(self, lane):
+                    if hook in spec.hooks and spec.id not in seen:
+                        seen.add(spec.id)
+                        chosen.append(spec)
+            found = self._with_hook[key] = tuple(chosen)
+        return found
 
 
 def _spec_for(processor: object, index: int, lane: str) -> ProcessorSpec:

@@ -9,7 +9,7 @@ end and supervisor, ``_result`` the result, built from the run's one outcome
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Never, TypeAlias
@@ -265,7 +265,8 @@ class Agent:
         if active_tools is not None:
             tools.names(list(active_tools))  # unknown names are an error now
         spec = RunSpec(
-            run_id=run_id or f"run-{uuid.uuid4().hex[:12]}",
+            # 48 random bits, as the first 12 hex digits of a uuid4 were.
+            run_id=run_id or f"run-{os.urandom(6).hex()}",
             processors=processors,
             prepare_step=prepare,
             budget=budget,

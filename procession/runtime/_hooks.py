@@ -122,15 +122,13 @@ class HookLanes:
         return [self.actors[spec.id] for spec in self._processors.output]
 
     def lane(self, hook: str, *lanes: str) -> list[ProcessorActor]:
-        """The actors of ``lanes`` (in order) with ``hook``, each instance once."""
-        seen: set[str] = set()
-        out: list[ProcessorActor] = []
-        for lane in lanes:
-            for spec in getattr(self._processors, lane):
-                if hook in spec.hooks and spec.id not in seen:
-                    seen.add(spec.id)
-                    out.append(self.actors[spec.id])
-        return out
+        """The actors of ``lanes`` (in order) with ``hook``, each instance once
+        (a new list)."""
+        specs = self._processors.with_hook(hook, *lanes)
+        if not specs:
+            return []
+        actors = self.actors
+        return [actors[spec.id] for spec in specs]
 
     def actor_of(self, tripwire: TripWire) -> ProcessorActor | None:
         """The actor whose ``on_violation`` hears about ``tripwire``."""

@@ -216,6 +216,11 @@ class ModelReader:
         self._nowait = nowait
         try:
             await self._control.inline(self)
+            # The coordinator settles right after the read (or after its
+            # failure): queued now, that barrier passes as soon as the
+            # pipeline has pulled the response, without a task switch to send
+            # it then.
+            self._control.settle_ahead()
             await self._serve(iterator)
         finally:
             self._finish()

@@ -12,6 +12,7 @@ processor's registered attributes (its hooks, ``id``, ``name``, ``on_error``,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any, Final
 
 from ..processors import HOOK_NAMES, ProcessorSet, register_processors
@@ -36,8 +37,10 @@ _Lanes = tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]
 
 def _fingerprint(lanes: _Lanes) -> list[tuple[Any, ...]]:
     """What registration read of each processor, to compare the next time."""
+    # getattr(processor, name, _MISSING) for every name, mapped in C: a run
+    # pays this on every call, and a generator would resume once per name.
     return [
-        tuple(getattr(processor, name, _MISSING) for name in _ATTRIBUTES)
+        tuple(map(getattr, repeat(processor), _ATTRIBUTES, repeat(_MISSING)))
         for lane in lanes
         for processor in lane
     ]
@@ -66,7 +69,7 @@ class Registrations:
         key = (
             len(lanes[0]),
             len(lanes[1]),
-            *(id(p) for lane in lanes for p in lane),
+            *map(id, (*lanes[0], *lanes[1], *lanes[2])),
         )
         fingerprint = _fingerprint(lanes)
         kept = self._entries.get(key)

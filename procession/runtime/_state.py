@@ -213,8 +213,9 @@ class StepView:
     def reasoning_value(self) -> str:
         return "".join("".join(v) for v in self.reasoning.values())
 
-    def build_message(self, model_label: str) -> Message:
-        """The assistant message this attempt produced."""
+    def build_message(self, model_label: str, id: str | None = None) -> Message:
+        """The assistant message this attempt produced (with ``id``, or a new
+        one)."""
         parts: list[Any] = [StepStartPart(model=model_label)]
         details = [
             ReasoningDetail(
@@ -242,7 +243,10 @@ class StepView:
                     provider_executed=call.payload.provider_executed,
                 )
             )
-        return Message(role="assistant", content=MessageContent(parts=parts))
+        content = MessageContent(parts=parts)
+        if id is None:
+            return Message(role="assistant", content=content)
+        return Message(id=id, role="assistant", content=content)
 
 
 @attrs.define

@@ -119,13 +119,7 @@ class StepRunner:
         # on its chunks are decided, and the view holds what the client saw.
         await control.settle()
         current = _step_result(step_number, view, finish)
-        await self._llm_response(
-            config,
-            current,
-            [step_start, *raw, self._model_finish_chunk(finish)],
-            finish,
-            cached,
-        )
+        await self._llm_response(config, current, step_start, raw, finish, cached)
         return await self._finish_attempt(config, view, finish, response_id, current)
 
     def _model_finish_chunk(self, finish: ModelFinish) -> FinishChunk:
@@ -172,8 +166,9 @@ class StepRunner:
         ml = state.message_list
         step_number = current.step_number
         ml.mark_response_message_boundary()
-        message = view.build_message(f"{config.model.provider}/{config.model.model_id}")
-        message.id = response_id
+        message = view.build_message(
+            f"{config.model.provider}/{config.model.model_id}", response_id
+        )
         view.message = message
         built = len(view.text)
         ml.add(message, "response")
@@ -211,7 +206,9 @@ class StepRunner:
             late = "".join(view.text[built:])
             _add_late_text(message.content.parts, late)
             current = attrs.evolve(current, text=current.text + late)
-        state.steps.append(attrs.evolve(current, tool_results=tuple(results)))
+        if results:
+            current = attrs.evolve(current, tool_results=tuple(results))
+        state.steps.append(current)
         state.all_text.append(view.text_value)
         view.committed = True
         view.committed_len = len(view.text)
@@ -496,16 +493,21 @@ class StepRunner:
         self,
         config: StepConfig,
         current: StepResult,
-        chunks: list[Any],
+        step_start: StepStartChunk,
+        raw: list[Any],
         finish: ModelFinish,
         cached: Sequence[Any] | None,
     ) -> None:
-        for actor in self._lanes.lane("process_llm_response", "input"):
+        actors = self._lanes.lane("process_llm_response", "input")
+        if not actors:
+            return  # the step's chunks are made only for a hook to see
+        chunks = (step_start, *raw, self._model_finish_chunk(finish))
+        for actor in actors:
             try:
                 raw_result = await self._lanes.call(
                     actor,
                     "process_llm_response",
-                    chunks=tuple(chunks),
+                    chunks=chunks,
                     model=config.model,
                     step_number=current.step_number,
                     # The seed: every step so far, this one included.

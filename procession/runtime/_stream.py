@@ -43,6 +43,57 @@ from ._state import RunSpec, RunState
 __all__ = ["AgentStream", "open_stream"]
 
 
+class _CoordinatorTask:
+    """The run's coordinator task, and the one thing others wait for: that it
+    stopped (``wait``, as a ``trio.Event``'s; its waiters' list is made only
+    if one waits). ``cancel`` ends it (the run's outcome was decided); one
+    object instead of closures and an event per run."""
+
+    __slots__ = ("_done", "_scope", "_waiters")
+
+    def __init__(self) -> None:
+        self._scope = trio.CancelScope()
+        self._done = False
+        self._waiters: list[trio.lowlevel.Task] | None = None
+
+    def cancel(self, _outcome: object = None) -> None:
+        """Stop the coordinator (at once if it has not started)."""
+        self._scope.cancel()
+
+    async def run_coordinator(
+        self, coordinator: Coordinator, control: RunControl
+    ) -> None:
+        """The coordinator's task: the run, then the control's source closed
+        and the waiters woken, however it ends."""
+        try:
+            with self._scope:
+                await coordinator.drive()
+        finally:
+            control.close()
+            self._done = True
+            waiters, self._waiters = self._waiters, None
+            for task in waiters or ():
+                trio.lowlevel.reschedule(task)
+
+    async def wait(self) -> None:
+        """Until the coordinator has stopped. Checkpoints; a cancelled wait
+        propagates ``Cancelled``."""
+        if self._done:
+            await trio.lowlevel.checkpoint()
+            return
+        task = trio.lowlevel.current_task()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(task)
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            if self._waiters is not None:
+                self._waiters.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+
 class AgentStream(AsyncIterator[Chunk]):
     """The client end of a streamed run: ``async for chunk in stream``, then
     ``await stream.result()``. ``await stream.cancel()`` ends the run early."""
@@ -53,7 +104,7 @@ class AgentStream(AsyncIterator[Chunk]):
         control: RunControl,
         pipeline: OutputPipeline,
         coordinator: Coordinator,
-        coordinator_done: trio.Event,
+        coordinator_done: _CoordinatorTask,
     ) -> None:
         self._state = state
         self._control = control
@@ -262,11 +313,11 @@ async def open_stream(
         tracer_provider=spec.tracer_provider,
         meter_provider=spec.meter_provider,
     )
-    run_scope = trio.CancelScope()
+    task = _CoordinatorTask()
     control = RunControl(
         run_id=spec.run_id,
         may_retry=state.may_retry,
-        on_outcome=lambda _outcome: run_scope.cancel(),
+        on_outcome=task.cancel,
         observer=state,
         # Actors mode's reader task would take what is queued ahead of its
         # stages (RunControl's docstring).
@@ -274,16 +325,7 @@ async def open_stream(
     )
     lanes = HookLanes(state, control)
     coordinator = Coordinator(state, lanes, control)
-    coordinator_done = trio.Event()
     body_error: BaseException | None = None
-
-    async def run_coordinator() -> None:
-        try:
-            with run_scope:
-                await coordinator.drive()
-        finally:
-            control.close()
-            coordinator_done.set()
 
     # Our nursery only ever holds the coordinator; a lone error of its own is
     # a bug worth seeing as itself, not inside an ExceptionGroup.
@@ -305,14 +347,14 @@ async def open_stream(
         ):
             state.spawn = nursery.start_soon
             cls = _TracedAgentStream if state.telemetry.active else AgentStream
-            stream = cls(state, control, pipeline, coordinator, coordinator_done)
-            nursery.start_soon(run_coordinator)
+            stream = cls(state, control, pipeline, coordinator, task)
+            nursery.start_soon(task.run_coordinator, coordinator, control)
             try:
                 yield stream
             except BaseException as exc:  # the body raised: end the run
                 body_error = exc
             finally:
-                run_scope.cancel()
+                task.cancel()
                 if stream._result is None:
                     state.abort_signal.set("the stream was closed early")
                     stream._settle(control.abort())

@@ -158,6 +158,12 @@ class _Plan:
     steps: tuple[_Step, ...]
     finish: _FinishItem | None
     usage: Usage | None
+    # Read from the steps once, when the turn is checked, not at the end of
+    # every call that streams it (the steps are frozen chunks).
+    output_words: int = 0
+    """The words of the turn's text (the usage made up when none is given)."""
+    tool_called: bool = False
+    """Whether the turn streams a tool call."""
 
 
 def _where(turn: int, item: int | None = None) -> str:
@@ -213,7 +219,14 @@ def _plan_list(items: Sequence[ScriptItem], turn: int) -> _Plan:
             f"{_where(turn)}: usage is given twice, by {usage!r} and by {finish!r}; "
             f"keep one"
         )
-    return _Plan(steps=_expand_text(steps), finish=finish, usage=usage)
+    expanded = _expand_text(steps)
+    return _Plan(
+        steps=expanded,
+        finish=finish,
+        usage=usage,
+        output_words=_text_words(expanded),
+        tool_called=any(isinstance(s, ToolCallChunk) for s in expanded),
+    )
 
 
 def _expand_text(steps: list[_Step | str]) -> tuple[_Step, ...]:
@@ -301,15 +314,14 @@ def _finish_for(plan: _Plan, request: ModelRequest) -> ModelFinish:
         return finish
     usage = _finish_usage(finish) or plan.usage
     if usage is None:
-        output = _text_words(plan.steps)
+        output = plan.output_words
         input_ = _prompt_words(request.prompt)
         usage = Usage(
             input_tokens=input_, output_tokens=output, total_tokens=input_ + output
         )
     if finish is None:
-        called = any(isinstance(s, ToolCallChunk) for s in plan.steps)
         return ModelFinish(
-            finish_reason="tool-calls" if called else "stop", usage=usage
+            finish_reason="tool-calls" if plan.tool_called else "stop", usage=usage
         )
     info = finish.payload.step_result
     return ModelFinish(

@@ -29,7 +29,7 @@ from ..data import (
     utc_now,
 )
 from ._mastra import message_from_wire
-from ._text import check_text, find_lone_surrogate
+from ._text import check_text, find_lone_surrogate, holds_lone_surrogate
 
 __all__ = ["parse_message", "parse_system_message"]
 
@@ -261,6 +261,14 @@ def _validate(message: Message) -> None:
 def _check_message_text(message: Message) -> None:
     """``InvalidTextError`` for a lone surrogate in any string of ``message``:
     each part first (named by index and type), then the rest of it."""
+    # One search of the whole message first: valid text (the common case)
+    # costs no per-field calls. A part lies three levels inside the message
+    # (message, content, parts list), and each check below searches its value
+    # with the depth limit counted from there.
+    if type(message.content.parts) is list and not holds_lone_surrogate(
+        message, nested=3
+    ):
+        return
 
     def named() -> str:
         return f"message {message.id!r} ({message.role})"

@@ -193,3 +193,97 @@ async def test_yield_per_item_makes_every_read_a_schedule_point(
     )
     with checks():
         assert await source.__anext__() == "a"
+
+
+# --- RunControl.settle_ahead ------------------------------------------------------
+
+
+class _Observer:
+    def attempt_began(self, view: Any) -> None:
+        pass
+
+    def delivered(self, chunk: Any) -> None:
+        pass
+
+
+def _control(*, queue_ahead: bool = True) -> Any:
+    from procession.actors import RunControl
+
+    return RunControl(
+        run_id="r",
+        may_retry=lambda: False,
+        on_outcome=lambda _outcome: None,
+        observer=_Observer(),
+        queue_ahead=queue_ahead,
+    )
+
+
+async def _client_end(source: ControlSource, seen: list[Any]) -> None:
+    """A pipeline's reading end, reduced to what settle needs: barriers are
+    released as they are read."""
+    async for item in source:
+        seen.append(item)
+        if isinstance(item, Barrier):
+            item.release()
+
+
+async def test_settle_after_settle_ahead_waits_for_the_queued_barrier() -> None:
+    control = _control()
+    seen: list[Any] = []
+    control.source.put("chunk")
+    control.settle_ahead()
+    # (On the autojump clock: a settle that never returns fails at once.)
+    with trio.fail_after(1):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_client_end, control.source, seen)
+            await trio.testing.wait_all_tasks_blocked()
+            # The barrier passed before settle was called: settle sends no other.
+            assert [type(i) for i in seen] == [str, Barrier]
+            await control.settle()
+            control.close()
+    assert [type(i) for i in seen] == [str, Barrier]
+
+
+async def test_a_send_after_settle_ahead_makes_settle_send_its_own_barrier() -> None:
+    control = _control()
+    seen: list[Any] = []
+    control.settle_ahead()
+    await control.send_ahead("later")
+    # (On the autojump clock: a settle that never returns fails at once.)
+    with trio.fail_after(1):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_client_end, control.source, seen)
+            await control.settle()
+            # settle returned only once "later" (sent after the queued barrier)
+            # had been read: its own barrier came after it.
+            assert [type(i) for i in seen] == [Barrier, str, Barrier]
+            assert seen[1] == "later"
+            control.close()
+
+
+async def test_settle_ahead_waits_for_nothing_and_settle_still_waits() -> None:
+    control = _control()
+    control.settle_ahead()
+    assert control.source.pending
+    done = trio.Event()
+
+    async def settler() -> None:
+        await control.settle()
+        done.set()
+
+    # (On the autojump clock: a settle that never returns fails at once.)
+    with trio.fail_after(1):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(settler)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not done.is_set()  # the queued barrier has not been read yet
+            barrier = await control.source.__anext__()
+            assert isinstance(barrier, Barrier)
+            barrier.release()
+    assert done.is_set()
+
+
+async def test_settle_ahead_does_nothing_without_queue_ahead() -> None:
+    control = _control(queue_ahead=False)
+    control.settle_ahead()
+    assert not control.source.pending

@@ -75,3 +75,44 @@ async def test_other_instances_per_call_are_registered(
     assert isinstance(first.error, ProcessorError)
     assert isinstance(second.error, ProcessorError)
     assert len(registrations) == 2
+
+
+def _calls_in(module: Any, fn: Any) -> int:
+    """Python function calls made in ``module``'s file while ``fn()`` runs."""
+    import sys
+
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code.co_filename == module.__file__:
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("processors", [1, 5, 50])
+def test_a_kept_registration_is_checked_without_a_call_per_attribute(
+    processors: int,
+) -> None:
+    """Every run compares what registration read of each processor (its
+    hooks, id, name, ...: 15 attributes) with what it read before. That
+    comparison is read in C: ``register``, the fingerprint and its list, 3
+    Python calls whatever the number of processors (a generator over the
+    attributes cost one call per attribute per processor: 76 for 5)."""
+    kept = _registrations.Registrations()
+    lane = [Failing() for _ in range(processors)]
+    for one, processor in enumerate(lane):
+        processor.id = f"p{one}"
+    first = kept.register(input=[], output=lane, error=[])
+    calls = _calls_in(
+        _registrations,
+        lambda: kept.register(input=[], output=lane, error=[]),
+    )
+    assert kept.register(input=[], output=lane, error=[]) is first
+    assert calls <= 3

@@ -64,14 +64,18 @@ def _agent(chunks: int, runs: int = 1) -> Agent:
 
 
 # The bound, for a one-step run whose chunks are all at hand, in fused mode.
-# The consumer's task steps: its first read, the read that finds step-start
-# and the Inline hand-over, one per pipeline checkpoint, one per settle
-# barrier (3: after the model, after step-finish, after finish), the source's
-# end and the nursery's exit: 7 + checkpoints. The coordinator's: its start,
-# the model's entry checkpoint, the end of the hand-over, and one per settle:
-# 6. So 13 + checkpoints; 3 more for slack (a scheduler detail, not a
+# The consumer's task steps after its first read: the one that finds
+# step-start, the Inline hand-over (the settle barrier queued behind it passes
+# there), one per pipeline checkpoint, one per later settle barrier (2: after
+# step-finish, after finish), the source's end and the nursery's exit: 6 +
+# checkpoints (7 before the barrier was queued ahead). The coordinator's: its
+# start, the model's entry checkpoint, the end of the hand-over (its settle
+# then finds the barrier passed), the two later settles, and its end: 6 (7
+# before). So 12 + checkpoints; 3 more for slack (a scheduler detail, not a
 # message). A zero-capacity channel made it 34 at 200 chunks.
-_CONSTANT = 16
+_CONSTANT = 15
+_CONSUMER = 6
+_COORDINATOR = 6
 
 
 @pytest.mark.parametrize("chunks", [0, 200, 1000])
@@ -79,6 +83,63 @@ async def test_a_run_takes_a_bounded_number_of_task_steps(chunks: int) -> None:
     counter, received = await _one_run(_agent(chunks))
     assert sum(c.type == "text-delta" for c in received) == chunks
     assert counter.steps <= _CONSTANT + math.ceil(chunks / CHECKPOINT_EVERY)
+
+
+class _StepsOf(trio.abc.Instrument):
+    """Counts the task steps of one task, and of the run's coordinator task,
+    while installed."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.steps = 0
+        self.coordinator = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+        elif task.name.endswith(".run_coordinator"):
+            self.coordinator += 1
+
+
+async def test_the_settle_after_the_model_costs_no_task_step() -> None:
+    """The consumer's and the coordinator's steps in a one-step run of one
+    chunk (the consumer's after the one that starts it; see ``_CONSUMER``):
+    the barrier the coordinator settles on after the model read is queued
+    behind the hand-over, so the consumer passes it without being woken for
+    it, and the coordinator finds it passed."""
+    counter = _StepsOf(trio.lowlevel.current_task())
+    agent = _agent(1)
+    trio.lowlevel.add_instrument(counter)
+    try:
+        async with agent.stream("hi") as stream:
+            chunks = [chunk async for chunk in stream]
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    assert [c.type for c in chunks].count("text-delta") == 1
+    assert counter.steps <= _CONSUMER
+    assert 0 < counter.coordinator <= _COORDINATOR
+
+
+async def test_a_run_enters_three_cancel_scopes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run whose model never waits enters its nursery's scope, the run's
+    own (its end cancels the coordinator, not the caller) and the model
+    read's (a granted retry stops the read): closing its source needs none."""
+    entered: list[trio.CancelScope] = []
+    real = trio.CancelScope.__enter__
+
+    def counting(scope: trio.CancelScope) -> trio.CancelScope:
+        entered.append(scope)
+        return real(scope)
+
+    agent = _agent(1)
+    monkeypatch.setattr(trio.CancelScope, "__enter__", counting)
+    async with agent.stream("hi") as stream:
+        chunks = [chunk async for chunk in stream]
+    monkeypatch.undo()
+    assert [c.type for c in chunks].count("text-delta") == 1
+    assert len(entered) == 3
 
 
 async def test_task_steps_grow_only_with_the_checkpoints() -> None:

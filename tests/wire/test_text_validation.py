@@ -39,6 +39,7 @@ from procession.processors import (
 )
 from procession.testing import ScriptedModel
 from procession.wire import find_lone_surrogate, parse_message, parse_system_message
+from procession.wire._text import holds_lone_surrogate
 
 LONE = "\ud800"
 
@@ -79,6 +80,88 @@ def test_a_cycle_ends_the_search() -> None:
     loop: list[Any] = ["ok"]
     loop.append(loop)
     assert find_lone_surrogate(loop) is None
+
+
+def _nested(depth: int, leaf: object) -> object:
+    """``leaf`` inside ``depth`` one-key dicts."""
+    value = leaf
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def _inside(value: object, levels: int) -> list[object]:
+    """``value`` and every value up to ``levels`` levels inside it (dict
+    values, list and tuple items, attrs fields)."""
+    found = [value]
+    if levels == 0:
+        return found
+    if isinstance(value, dict):
+        items: list[object] = list(value.values())
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif attrs.has(kind := type(value)):
+        items = [getattr(value, f.name) for f in attrs.fields(kind)]
+    else:
+        items = []
+    for item in items:
+        found.extend(_inside(item, levels - 1))
+    return found
+
+
+@pytest.mark.parametrize("depth", [0, 1, 10, 61, 62, 63, 64, 65, 66, 67])
+@pytest.mark.parametrize("nested", [0, 1, 3])
+@pytest.mark.parametrize(
+    "wrap",
+    [lambda v: v, lambda v: [v], lambda v: Box("x", [v]), lambda v: ("a", {"b": v})],
+)
+@pytest.mark.parametrize("leaf", [LONE, "ascii", "naïve"])
+def test_holds_lone_surrogate_is_at_least_what_find_lone_surrogate_finds(
+    depth: int, nested: int, wrap: Any, leaf: str
+) -> None:
+    """``holds_lone_surrogate(value, nested=n)`` is False only when neither
+    ``value`` nor anything up to ``n`` levels inside it holds one that
+    ``find_lone_surrogate`` finds (the fast path of the message check skips
+    the per-field search on that promise); True when ``value`` holds one."""
+    value = wrap(_nested(depth, leaf))
+    if find_lone_surrogate(value) is not None:
+        assert holds_lone_surrogate(value, nested=nested)
+    if not holds_lone_surrogate(value, nested=nested):
+        assert all(find_lone_surrogate(v) is None for v in _inside(value, nested))
+    if leaf != LONE:
+        assert not holds_lone_surrogate(value, nested=nested)
+
+
+def test_holds_lone_surrogate_counts_the_depth_limit_from_inside() -> None:
+    # A string is searched up to depth 64: at 65 the value itself is past the
+    # limit, one level inside it is not.
+    deep = _nested(65, LONE)
+    assert find_lone_surrogate(deep) is None
+    assert find_lone_surrogate(deep["k"]) is not None  # type: ignore[index]
+    assert holds_lone_surrogate(deep) is False
+    assert holds_lone_surrogate(deep, nested=1) is True
+
+
+def test_a_part_searched_to_the_depth_limit_still_fails_in_a_message() -> None:
+    """The whole-message search counts its depth from the parts, so a
+    surrogate as deep inside a part as a search of the part reaches is
+    still refused, with the part named."""
+    invocation = ToolInvocationPart(
+        tool_invocation=ToolInvocation(
+            state="call", tool_call_id="c1", tool_name="t", args=_nested(62, LONE)
+        )
+    )
+    assert find_lone_surrogate(invocation) is not None
+    message = Message(
+        id="deep", role="assistant", content=MessageContent(parts=[invocation])
+    )
+    with pytest.raises(InvalidTextError, match=r"'deep' \(assistant\), part #0"):
+        parse_message(message, generate_id=ids())
+    # One level deeper is past what a search of the part reaches: accepted, as
+    # before the whole-message search.
+    invocation.tool_invocation.args = _nested(63, LONE)
+    assert find_lone_surrogate(invocation) is None
+    assert parse_message(message, generate_id=ids()) is message
 
 
 # --- the caller's messages, where they are parsed ---------------------------------
@@ -284,3 +367,46 @@ async def test_generate_with_valid_text_still_runs() -> None:
     result = await Agent(id="a", model=model).generate("naïve 😀")
     assert result.text == "done"
     assert len(model.calls) == 1
+
+
+# --- what valid text costs ----------------------------------------------------------
+
+
+def _wire_calls(fn: Any) -> int:
+    """Python function calls made in ``procession.wire`` while ``fn()`` runs."""
+    import sys
+    from pathlib import Path
+
+    import procession.wire
+
+    root = str(Path(procession.wire.__file__).parent)
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("parts", [1, 20])
+def test_parsing_valid_text_costs_a_call_per_part_not_per_field(parts: int) -> None:
+    """A message of valid text is searched once, whole: parse_message, its
+    parse, validation and text check, the search's entry (5), then a search
+    call for the message, its content, its parts list (and the list's loop)
+    and each part (an ASCII str, None, a number or an empty container costs
+    none): 9 + one per part. Checking each field on its own, as the error
+    path does, cost 60 for one part."""
+    message = Message(
+        id="m",
+        role="user",
+        content=MessageContent(parts=[TextPart(text=f"t{i}") for i in range(parts)]),
+    )
+    parse_message(message, generate_id=ids())  # the field names, looked up once
+    assert _wire_calls(lambda: parse_message(message, generate_id=ids())) <= 9 + parts
