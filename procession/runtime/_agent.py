@@ -265,8 +265,9 @@ class Agent:
         if active_tools is not None:
             tools.names(list(active_tools))  # unknown names are an error now
         spec = RunSpec(
-            # 48 random bits, as the first 12 hex digits of a uuid4 were.
-            run_id=run_id or f"run-{os.urandom(6).hex()}",
+            # 128 random bits: run ids key resumable streams across a fleet
+            # (Redis), where 48 bits would collide once runs number millions.
+            run_id=run_id or f"run-{os.urandom(16).hex()}",
             processors=processors,
             prepare_step=prepare,
             budget=budget,
