@@ -138,6 +138,44 @@ class OutputPipeline:
     source items; it does not checkpoint on every chunk.
     """
 
+    __slots__ = (
+        "__weakref__",
+        "_at_hand",
+        "_buffer",
+        "_cancel_scope",
+        "_delivered",
+        "_entry_attempt",
+        "_finished",
+        "_held",
+        "_inline",
+        "_iterator",
+        "_peak",
+        "_pending_terminal",
+        "_pulled",
+        "_receive",
+        "_resume",
+        "_retry_raised",
+        "_settled",
+        "_shield_chain",
+        "_source",
+        "_source_done",
+        "_splitter",
+        "_stages",
+        "_task",
+        "_watching",
+        "abort_signal",
+        "checkpoint_every",
+        "driver",
+        "link_capacity",
+        "message_list",
+        "mode",
+        "outcome",
+        "request_context",
+        "retry_count",
+        "run_id",
+        "tracing_context",
+    )
+
     def __init__(
         self,
         actors: Sequence[ProcessorActor],
@@ -188,6 +226,7 @@ class OutputPipeline:
         self._held: Any = _NOTHING  # an error chunk a batch stopped before
         self._source_done = False
         self._finished = False
+        self._cancel_scope: trio.CancelScope | None = None  # actors mode: _open
         # Entry control, shared with the stages (all in one trio thread).
         self._retry_raised = -1  # the latest attempt in which a retry was raised
         self._entry_attempt = 0
@@ -768,5 +807,3 @@ class OutputPipeline:
         if self._cancel_scope is not None:
             # The terminal item is delivered; nothing upstream may run on.
             self._cancel_scope.cancel()
-
-    _cancel_scope: trio.CancelScope | None = None
