@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from call_counts import python_calls_in
 
 from procession import Agent, Processor, ProcessorError
 from procession.processors import (
@@ -79,21 +80,7 @@ async def test_other_instances_per_call_are_registered(
 
 def _calls_in(module: Any, fn: Any) -> int:
     """Python function calls made in ``module``'s file while ``fn()`` runs."""
-    import sys
-
-    calls = 0
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        if event == "call" and frame.f_code.co_filename == module.__file__:
-            calls += 1
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return calls
+    return python_calls_in(module.__file__, fn)
 
 
 @pytest.mark.parametrize("processors", [1, 5, 50])

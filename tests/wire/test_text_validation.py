@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+from call_counts import python_calls_in
 
 from procession import (
     Agent,
@@ -374,25 +375,11 @@ async def test_generate_with_valid_text_still_runs() -> None:
 
 def _wire_calls(fn: Any) -> int:
     """Python function calls made in ``procession.wire`` while ``fn()`` runs."""
-    import sys
     from pathlib import Path
 
     import procession.wire
 
-    root = str(Path(procession.wire.__file__).parent)
-    calls = 0
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        if event == "call" and frame.f_code.co_filename.startswith(root):
-            calls += 1
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return calls
+    return python_calls_in(str(Path(procession.wire.__file__).parent), fn)
 
 
 @pytest.mark.parametrize("parts", [1, 20])
