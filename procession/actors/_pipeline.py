@@ -152,6 +152,7 @@ class OutputPipeline:
         "_peak",
         "_pending_terminal",
         "_pulled",
+        "_ramp",
         "_receive",
         "_resume",
         "_retry_raised",
@@ -223,6 +224,10 @@ class OutputPipeline:
         # _fill_fused); 0 where this trio does not count schedule points (no
         # probation then: first_probation() is 0).
         self._at_hand = AT_HAND if watch and first_probation() else 0
+        # Items run since the current Inline source came: a batch is at most
+        # that long, so the first chunks of a response go out one by one (no
+        # wait behind a batch: the time to the first chunk), then 2, 4, ...
+        self._ramp = 0
         self._held: Any = _NOTHING  # an error chunk a batch stopped before
         self._source_done = False
         self._finished = False
@@ -285,6 +290,7 @@ class OutputPipeline:
                 return item
             if item.__class__ is Inline:
                 self._inline = item.source  # read from there on (_next_source)
+                self._ramp = 0
                 return None
             if item.__class__ in _SOURCE_MARKERS:
                 return item
@@ -394,7 +400,10 @@ class OutputPipeline:
             except StopAsyncIteration:
                 self._source_done = True
                 return
-        left = self._at_hand  # more items this fill may run (adaptive mode)
+        # The items this fill may run (adaptive mode: up to AT_HAND, at most
+        # as many as were run before from this Inline source).
+        left = min(self._at_hand, self._ramp)
+        self._ramp += 1
         task: Any = None
         points = 0
         if left:
@@ -454,6 +463,7 @@ class OutputPipeline:
             except trio.EndOfChannel:
                 self._inline = None
                 return
+            self._ramp += 1
             if item.__class__ is ErrorChunk:
                 self._held = item  # run once the batch is delivered
                 return

@@ -130,32 +130,56 @@ def _inline(items: list[Any]) -> AsyncIterator[Any]:
     return source()
 
 
-@pytest.mark.parametrize(("mode", "ahead"), [("adaptive", AT_HAND), ("fused", 1)])
-async def test_adaptive_runs_the_chunks_at_hand_ahead_of_the_client_in_one_batch(
-    mode: ExecutionMode, ahead: int
+def _fills(total: int) -> list[int]:
+    """How many items each fill runs: one, then as many as ran before, up to
+    AT_HAND (the first chunks of a response never wait behind a batch)."""
+    sizes: list[int] = []
+    while sum(sizes) < total:
+        sizes.append(min(AT_HAND, max(1, sum(sizes)), total - sum(sizes)))
+    return sizes
+
+
+@pytest.mark.parametrize("mode", ["adaptive", "fused"])
+async def test_adaptive_runs_the_chunks_at_hand_ahead_of_the_client_in_batches(
+    mode: ExecutionMode,
 ) -> None:
     seen = Seen()
+    # 48 items: within the first checkpoint_every (64) source items, where a
+    # batch also ends.
     texts = [str(i) for i in range(3 * AT_HAND)]
+    run_after_each_read: list[int] = []
     async with open_output_pipeline(
         [seen], _inline([text_delta(t) for t in texts]), mode=mode
     ) as stream:
-        first = await stream.__anext__()
-        # The first read ran a whole batch (adaptive) or one chunk (fused).
-        assert seen.texts == texts[:ahead]
-        rest = [chunk async for chunk in stream]
-    assert [c.payload.text for c in [first, *rest]] == texts
+        got = []
+        async for chunk in stream:
+            got.append(chunk.payload.text)
+            run_after_each_read.append(len(seen.texts))
+    assert got == texts
     assert seen.texts == texts
+    if mode == "fused":  # one at a time: nothing runs ahead of the client
+        assert run_after_each_read == list(range(1, len(texts) + 1))
+        return
+    expected: list[int] = []
+    for size in _fills(len(texts)):
+        expected.extend([len(expected) + size] * size)
+    assert run_after_each_read == expected
+    assert max(_fills(len(texts))) == AT_HAND
 
 
 async def test_a_batch_ends_after_a_hook_that_yields() -> None:
     seen = Seen(yield_on=frozenset({"2"}))
+    warm = [f"w{i}" for i in range(AT_HAND)]  # the batches grow to AT_HAND
     texts = [str(i) for i in range(AT_HAND)]
     async with open_output_pipeline(
-        [seen], _inline([text_delta(t) for t in texts]), mode="adaptive"
+        [seen], _inline([text_delta(t) for t in warm + texts]), mode="adaptive"
     ) as stream:
+        for _ in warm:
+            await stream.__anext__()
+        assert seen.texts == warm
         await stream.__anext__()
         # "2"'s hook yielded: nothing after it ran before the client read on.
-        assert seen.texts == ["0", "1", "2"]
+        assert seen.texts[len(warm) :] == ["0", "1", "2"]
         rest = [chunk async for chunk in stream]
     assert len(rest) == AT_HAND - 1
 
