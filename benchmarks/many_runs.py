@@ -19,6 +19,7 @@ collected, so it is an upper bound of what the runs hold).
     python benchmarks/many_runs.py --runs 3000     # the 3,000-run row
     python benchmarks/many_runs.py --quick --no-mastra  # tiny, to check it runs
     python benchmarks/many_runs.py --profile       # where one round goes, per mode
+    python benchmarks/many_runs.py --gc-gen0 50000 # as a server tuned for it runs
 
 ``--profile`` runs the agent workload once per mode instead of the table: the
 scheduler's counts per run (task steps, tasks spawned, gen-0 and full GC
@@ -28,6 +29,7 @@ source line, and a cProfile of the round sorted by own time.
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import functools
 import gc
@@ -234,7 +236,25 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         action="store_true",
         help="profile one round per mode instead of measuring the table",
     )
+    parser.add_argument(
+        "--gc-gen0",
+        type=int,
+        default=None,
+        help="the cyclic GC's generation-0 threshold for the whole run, every "
+        "row alike (what a server may set at start-up; default Python's, 700)",
+    )
     args = parser.parse_args(argv)
+    if args.gc_gen0 is not None:
+        before = gc.get_threshold()
+        gc.set_threshold(args.gc_gen0, *before[1:])
+        try:
+            return _main(args, parser)
+        finally:
+            gc.set_threshold(*before)
+    return _main(args, parser)
+
+
+def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[Row]:
     modes = _common.modes(args, parser)
     runs, chunks, rounds = (
         (20, 20, 1) if args.quick else (args.runs, args.chunks, args.rounds)
@@ -247,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         f"{runs} concurrent runs x {chunks} chunks x {PROCESSORS} processors, "
         f"{rounds} interleaved rounds, medians"
     )
-    print(_common.versions(peer))
+    print(f"{_common.versions(peer)}; gc thresholds {gc.get_threshold()}")
     rows = _measure(runs, chunks, rounds, modes, peer)
     floor = rows[0].chunks_per_second
     mastra = next((r for r in rows if r.setup == MASTRA), None)
