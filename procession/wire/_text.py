@@ -99,7 +99,7 @@ def _search_mapping(value: Mapping[object, object], depth: int) -> _Hit | None:
         kind = type(item)
         if (
             kind in _LEAVES
-            or (kind is str and item.isascii())  # type: ignore[attr-defined]
+            or (isinstance(item, str) and item.isascii())
             or (kind in _CONTAINERS and not item)
         ):
             continue
@@ -116,7 +116,7 @@ def _search_sequence(
         kind = type(item)
         if (
             kind in _LEAVES
-            or (kind is str and item.isascii())  # type: ignore[attr-defined]
+            or (isinstance(item, str) and item.isascii())
             or (kind in _CONTAINERS and not item)
         ):
             continue
