@@ -23,7 +23,6 @@ was never saved).
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import re
 import shutil
@@ -593,34 +592,7 @@ def _parser() -> argparse.ArgumentParser:
         "with the other servers on that Redis (default $PROCESSION_BUS_URL; "
         "none: runs end with their client)",
     )
-    serve.add_argument(
-        "--gc-gen0",
-        type=int,
-        default=SERVE_GC_GEN0,
-        help=f"the cyclic GC's first-generation threshold for the server process "
-        f"(default {SERVE_GC_GEN0}: with many runs in flight Python's 700 makes "
-        f"the collector walk their live chunks every few hundred allocations; "
-        f"0 keeps Python's)",
-    )
     return parser
-
-
-SERVE_GC_GEN0 = 50_000
-"""``procession serve``'s default GC threshold: ``benchmarks/many_runs.py
---gc-gen0 50000`` measured 125k -> 187k chunks/s at 1,000 runs, the same memory."""
-
-
-def _tune_gc(gen0: int) -> str:
-    """Set the process's first GC threshold to ``gen0`` (0: leave Python's);
-    the thresholds in force, for the start-up line."""
-    if gen0 < 0:
-        raise ConfigurationError(
-            f"--gc-gen0 must be 0 (Python's threshold) or a positive number of "
-            f"allocations, got {gen0}"
-        )
-    if gen0:
-        gc.set_threshold(gen0, *gc.get_threshold()[1:])
-    return "gc thresholds " + "/".join(str(t) for t in gc.get_threshold())
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -634,7 +606,6 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             app = create_app([demo_agent(ServedDemoModel())], bus=args.bus)
         check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
-        tuned = _tune_gc(args.gc_gen0)
     except ConfigurationError as exc:
         print(f"procession serve: {exc}", file=sys.stderr)
         return 2
@@ -653,7 +624,7 @@ def _serve(args: argparse.Namespace) -> int:
             ids = ", ".join(app.agents)
             print(
                 f"procession serve: {ids} on {' '.join(urls)} "
-                f"(auth {'on' if app.auth_required else 'off'}, {tuned}); "
+                f"(auth {'on' if app.auth_required else 'off'}); "
                 f"POST /api/agents/{{agentId}}/stream, POST /api/chat; Ctrl-C stops",
                 flush=True,
             )
