@@ -52,7 +52,7 @@ from benchmarks import _common
 from benchmarks._mastra import Mastra
 from procession import Agent
 from procession.actors import ExecutionMode
-from procession.testing import PassThrough, ScriptedModel
+from procession.testing import PassThrough, SchedulerCounts, ScriptedModel
 
 PROCESSORS = 5
 FLOOR = "floor (task per stream)"
@@ -172,26 +172,12 @@ def _from_mastra(peer: Mastra, runs: int, chunks: int) -> tuple[float, float]:
     return 1 / figures["chunks_per_second"], figures["kib_per_run"]
 
 
-class _Counts(trio.abc.Instrument):
-    """Task steps and spawned tasks, while installed."""
-
-    def __init__(self) -> None:
-        self.steps = 0
-        self.spawned = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        self.steps += 1
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self.spawned += 1
-
-
 async def _profile(runs: int, chunks: int, modes: Sequence[ExecutionMode]) -> None:
     """Print, per mode, the counts, the held allocations and the profile."""
     for mode in modes:
         print(f"=== agent {mode}: {runs} runs x {chunks} chunks")
         go = await _agent_workload(mode)(runs, chunks)
-        counts = _Counts()
+        counts = SchedulerCounts()
         gc.collect()
         before = [s["collections"] for s in gc.get_stats()]
         trio.lowlevel.add_instrument(counts)

@@ -16,6 +16,8 @@
 * ``collect_stream``: run an agent, keep its chunks and its result.
 * ``PassThrough`` / ``SyncPassThrough``: output processors that change
   nothing (the baseline of a processor benchmark).
+* ``SchedulerCounts``: a trio instrument counting task steps and spawned
+  tasks, to pin what a run costs the scheduler as a count.
 * The pytest plugin (loaded by the ``pytest11`` entry point ``procession``):
   ``async def`` tests under trio on an autojump clock, and fixtures; see
   ``procession.testing._pytest_plugin``.
@@ -28,6 +30,7 @@ from ._checks import assert_modes_agree as assert_modes_agree
 from ._checks import assert_split_invariant as assert_split_invariant
 from ._collect import CollectedRun as CollectedRun
 from ._collect import collect_stream as collect_stream
+from ._counts import SchedulerCounts as SchedulerCounts
 from ._faults import drip as drip
 from ._faults import fail_at as fail_at
 from ._faults import stall as stall
@@ -55,6 +58,7 @@ __all__ = [
     "PassThrough",
     "RecordedCall",
     "RunEnd",
+    "SchedulerCounts",
     "ScriptError",
     "ScriptExhausted",
     "ScriptedModel",

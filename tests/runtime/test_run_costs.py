@@ -22,28 +22,20 @@ from procession.processors import (
     ProcessInputStepArgs,
     ProcessOutputStreamArgs,
 )
-from procession.testing import Delay, PassThrough, ScriptedModel, text_turn
+from procession.testing import (
+    Delay,
+    PassThrough,
+    SchedulerCounts,
+    ScriptedModel,
+    text_turn,
+)
 
 CHECKPOINT_EVERY = 64  # the pipeline's default cancellation-latency bound
 
 
-class _Steps(trio.abc.Instrument):
-    """Counts task steps and spawned tasks while installed."""
-
-    def __init__(self) -> None:
-        self.steps = 0
-        self.spawned = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        self.steps += 1
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self.spawned += 1
-
-
-async def _one_run(agent: Agent, **options: Any) -> tuple[_Steps, list[Chunk]]:
+async def _one_run(agent: Agent, **options: Any) -> tuple[SchedulerCounts, list[Chunk]]:
     """One streamed run, read to the end, with the scheduler counted."""
-    counter = _Steps()
+    counter = SchedulerCounts()
     trio.lowlevel.add_instrument(counter)
     try:
         async with agent.stream("hi", **options) as stream:
