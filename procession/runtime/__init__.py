@@ -20,6 +20,7 @@ from ..models import unregister_provider as unregister_provider
 from ._agent import Agent as Agent
 from ._options import USE_AGENT_DEFAULT as USE_AGENT_DEFAULT
 from ._options import UseAgentDefault as UseAgentDefault
+from ._options import new_run_id as new_run_id
 from ._result import AgentResult as AgentResult
 from ._state import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
 from ._stream import AgentStream as AgentStream
@@ -50,6 +51,7 @@ __all__ = [
     "UseAgentDefault",
     "execute_tool",
     "json_schema",
+    "new_run_id",
     "parse_arguments",
     "register_provider",
     "registered_providers",

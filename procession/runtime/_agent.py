@@ -9,7 +9,6 @@ end and supervisor, ``_result`` the result, built from the run's one outcome
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Never, TypeAlias
@@ -32,6 +31,7 @@ from ._options import (
     check_execution_mode,
     check_int,
     check_seconds,
+    new_run_id,
     or_default,
     reject_unknown,
     resolve_lane,
@@ -265,9 +265,7 @@ class Agent:
         if active_tools is not None:
             tools.names(list(active_tools))  # unknown names are an error now
         spec = RunSpec(
-            # 128 random bits: run ids key resumable streams across a fleet
-            # (Redis), where 48 bits would collide once runs number millions.
-            run_id=run_id or f"run-{os.urandom(16).hex()}",
+            run_id=run_id or new_run_id(),
             processors=processors,
             prepare_step=prepare,
             budget=budget,

@@ -9,6 +9,7 @@ options, raised when the method is called.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
@@ -23,6 +24,7 @@ __all__ = [
     "check_execution_mode",
     "check_int",
     "check_seconds",
+    "new_run_id",
     "or_default",
     "reject_unknown",
     "resolve_lane",
@@ -56,6 +58,13 @@ CALL_OPTIONS: Final = (
     "resource_id",
 )
 """Every per-call option of ``generate`` / ``stream``, in the signature's order."""
+
+
+def new_run_id() -> str:
+    """A new run id: ``run-`` and 128 random bits in hex (``secrets``). Run
+    ids key resumable streams across a fleet (Redis) and name runs in cancel
+    routes: they must neither collide nor be guessed."""
+    return f"run-{secrets.token_hex(16)}"
 
 
 class UseAgentDefault:

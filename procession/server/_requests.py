@@ -12,6 +12,7 @@ import attrs
 
 from ..data import Message, SystemMessage
 from ..processors import MessageFormatError
+from ..runtime import new_run_id
 from ..wire import parse_message
 from ._http import HttpError
 
@@ -24,7 +25,7 @@ class RunRequest:
     a client may set."""
 
     messages: tuple[Message | SystemMessage, ...]
-    run_id: str = attrs.field(factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
+    run_id: str = attrs.field(factory=new_run_id)
     """The client's ``runId``, or a new one."""
     thread_id: str | None = None
     resource_id: str | None = None

@@ -6,6 +6,7 @@ they pin depended on task scheduling.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -528,3 +529,21 @@ def test_delay_import_is_used() -> None:
         return trio.current_time()
 
     assert run(main) == pytest.approx(3)
+
+
+def test_a_run_id_is_run_and_128_random_bits() -> None:
+    """Run ids key resumable runs across a fleet and name runs in cancel
+    routes: ``run-`` + ``secrets.token_hex(16)``, never a short uuid."""
+
+    async def main() -> list[str]:
+        agent = Agent(id="a", model=ScriptedModel(["ok", "ok"]))
+        ids = []
+        for _ in range(2):
+            async with agent.stream("hi") as stream:
+                await stream.result()
+                ids.append(stream.run_id)
+        return ids
+
+    first, second = run(main)
+    assert re.fullmatch(r"run-[0-9a-f]{32}", first), first
+    assert first != second
