@@ -235,9 +235,15 @@ class AgentStream(AsyncIterator[Chunk]):
 
     async def cancel(self) -> None:
         """End the run now: the model call (and its HTTP stream), running tools
-        and processors are cancelled before this returns; the next chunk read is
-        an ``abort`` chunk, then the stream ends. ``finish_reason`` is
-        ``"aborted"``; it is not a tripwire.
+        and the processors running in the run's own tasks are cancelled before
+        this returns; the next chunk read is an ``abort`` chunk, then the stream
+        ends. ``finish_reason`` is ``"aborted"``; it is not a tripwire.
+
+        A hook running inline in the *reading* task (fused mode, and adaptive
+        mode before a stage splits off) belongs to that task: a read blocked in
+        it ends when the hook returns, or at once if the reader's own cancel
+        scope is cancelled too (the chunk it held is not lost; the next read is
+        the ``abort``). The server does both for its cancel routes.
 
         Waits (checkpointing) until the coordinator has stopped; returns at once
         if the stream already ended."""

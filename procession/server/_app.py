@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.resources
 import logging
 import re
+import secrets
 from collections.abc import (
     Awaitable,
     Callable,
@@ -48,14 +49,32 @@ from ._memory_routes import (
 )
 from ._requests import RunRequest, parse_chat_body, parse_run_body
 from ._resume import follow_log, last_event_id, lost_frames, stream_resumable
-from ._security import Cors, Token, check_token
-from ._streaming import RunRegistry, StreamSettings, stream_response, watch_disconnect
+from ._security import (
+    ANYONE,
+    Authenticator,
+    Cors,
+    Principal,
+    chat_key,
+    check_id,
+    run_key,
+)
+from ._streaming import (
+    RunReader,
+    RunRegistry,
+    StreamSettings,
+    stream_response,
+    watch_disconnect,
+)
 from ._tracing import RequestSpan, enter_run, request_span, under
 from ._ui_stream import UI_STREAM_HEADERS, ui_chunks, ui_frame
 
 __all__ = ["ProcessionApp"]
 
 logger: Final = logging.getLogger("procession.server")
+
+# A run id a client may give (``check_id``): a path naming anything else
+# names no run.
+_ID_SHAPE: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 
 MASTRA_STREAM_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
@@ -67,14 +86,14 @@ MASTRA_STREAM_HEADERS: Final = [
 
 @attrs.frozen
 class _Request:
-    """One routed request: the ASGI triple, the path's parameters, the
-    bearer token it carried (when tokens are configured) and its span."""
+    """One routed request: the ASGI triple, the path's parameters, whom it
+    acts for and its span."""
 
     scope: Scope
     receive: Receive
     send: Send
     params: dict[str, str]
-    token: Token | None
+    principal: Principal
     span: RequestSpan
 
 
@@ -90,7 +109,7 @@ class ProcessionApp:
         self,
         agents: Sequence[Agent],
         *,
-        tokens: tuple[Token, ...],
+        auth: Authenticator,
         max_body_bytes: int,
         max_concurrent_runs: int,
         keepalive_s: float,
@@ -106,7 +125,7 @@ class ProcessionApp:
             if agent.id in self.agents:
                 raise ConfigurationError(f"two agents have the id {agent.id!r}")
             self.agents[agent.id] = agent
-        self._tokens = tokens
+        self._auth = auth
         self.max_body_bytes = max_body_bytes
         self.keepalive_s = keepalive_s
         self.cors = cors
@@ -115,9 +134,10 @@ class ProcessionApp:
         self.resume_grace_s = resume_grace_s
         self.tracer_provider = tracer_provider
         self.runs = RunRegistry(limit=max_concurrent_runs)
-        # Resume key (run:<runId>, chat:<chatId>) -> the id of the run this
-        # process executes under it: a chat is stopped by its key.
-        self._run_ids: dict[str, str] = {}
+        """The runs this process executes, by ``run_key(owner, run id)``."""
+        # Chat key -> the run key of the run this process executes for the
+        # chat: a chat is stopped by its key.
+        self._chat_runs: dict[str, str] = {}
         self._shutdown: trio.Event | None = None
         self._routes = self._route_table()
 
@@ -198,9 +218,10 @@ class ProcessionApp:
 
     @property
     def auth_required(self) -> bool:
-        """Whether requests need a bearer token (the tokens themselves are not
-        readable from the app)."""
-        return bool(self._tokens)
+        """Whether requests need credentials (a bearer token or what the
+        ``authenticate`` hook accepts; the tokens are not readable from the
+        app)."""
+        return self._auth.required
 
     @property
     def resume(self) -> bool:
@@ -210,7 +231,7 @@ class ProcessionApp:
     def __repr__(self) -> str:
         return (
             f"<ProcessionApp agents={list(self.agents)} "
-            f"auth={'on' if self._tokens else 'off'} "
+            f"auth={'on' if self._auth.required else 'off'} "
             f"resume={'on' if self.bus is not None else 'off'}>"
         )
 
@@ -253,6 +274,19 @@ class ProcessionApp:
                 if started:
                     raise
                 await send_json(tracked_send, exc.status, exc.body(), exc.headers)
+            except Exception:
+                incident = secrets.token_hex(8)
+                logger.exception(
+                    "internal error (incident %s) on %s %s",
+                    incident,
+                    scope.get("method"),
+                    span.route or scope.get("path"),
+                )
+                if started:
+                    return  # the response is cut; the log says why
+                await send_json(
+                    tracked_send, 500, {"error": "internal error", "incident": incident}
+                )
 
     async def _dispatch(
         self, scope: Scope, receive: Receive, send: Send, span: RequestSpan
@@ -271,9 +305,9 @@ class ProcessionApp:
                 continue
             span.set_route(template)
             # The page holds no data and asks for the token itself.
-            token = check_token(scope, self._tokens) if path != "/" else None
+            principal = await self._auth.principal(scope) if path != "/" else ANYONE
             await handler(
-                _Request(scope, receive, send, match.groupdict(), token, span)
+                _Request(scope, receive, send, match.groupdict(), principal, span)
             )
             return
         if allowed:
@@ -329,12 +363,14 @@ class ProcessionApp:
         await send_json(req.send, 200, agent_info(self._agent(req.params["agent"])))
 
     async def _scoped(
-        self, agent: Agent, request: RunRequest, token: Token | None
+        self, agent: Agent, request: RunRequest, principal: Principal
     ) -> RunRequest:
-        """``request`` acting for the token's resource (a body naming another
-        is a 403); a thread of another resource is a 404, as if it did not
-        exist."""
-        resource = acting_resource(token, request.resource_id, field="memory.resource")
+        """``request`` acting for the principal's resource (a body naming
+        another is a 403); a thread of another resource is a 404, as if it did
+        not exist."""
+        resource = acting_resource(
+            principal, request.resource_id, field="memory.resource"
+        )
         if resource != request.resource_id:
             request = attrs.evolve(request, resource_id=resource)
         memory = agent.memory
@@ -347,17 +383,19 @@ class ProcessionApp:
                 ) from None
         return request
 
-    def _start_run(self, agent: Agent, request: RunRequest, span: RequestSpan) -> Any:
+    def _start_run(
+        self, agent: Agent, request: RunRequest, span: RequestSpan, key: str
+    ) -> Any:
         """``agent.stream(...)`` for ``request`` (which has its run id), its
         entry under the request's span; a bad option is a 400, a full server
-        a 503."""
+        a 503, a run of the same owner running under ``key`` a 409."""
         if self.runs.full:
             raise HttpError(
                 503,
                 f"the server is running its limit of {self.runs.limit} runs; retry",
                 headers=[(b"retry-after", b"1")],
             )
-        if request.run_id in self.runs.streams:
+        if key in self.runs.streams:
             raise HttpError(
                 409, f"run {request.run_id!r} is already running", field="runId"
             )
@@ -380,8 +418,11 @@ class ProcessionApp:
         resume_key: str,
         gap_frame: Callable[[str, str], bytes],
     ) -> None:
-        request = await self._scoped(agent, request, req.token)
-        run = self._start_run(agent, request, req.span)
+        """Run ``request`` and stream it; ``resume_key`` is its key on the
+        bus (``run_key`` or ``chat_key`` of the principal's resource)."""
+        request = await self._scoped(agent, request, req.principal)
+        key = run_key(req.principal.resource, request.run_id)
+        run = self._start_run(agent, request, req.span, key)
         if self.bus is not None:
             try:
                 publisher = await self.bus.open_run(
@@ -392,7 +433,8 @@ class ProcessionApp:
             except KeyError:
                 raise HttpError(409, f"{resume_key} is already running") from None
         self.runs.reserved += 1
-        self._run_ids[resume_key] = request.run_id
+        if resume_key != key:
+            self._chat_runs[resume_key] = key
         try:
             if self.bus is None:
                 await stream_response(
@@ -401,6 +443,7 @@ class ProcessionApp:
                     run,
                     settings,
                     registry=self.runs,
+                    key=key,
                     shutdown=self.shutdown_event,
                 )
                 return
@@ -412,6 +455,7 @@ class ProcessionApp:
                     settings,
                     publisher=publisher,
                     registry=self.runs,
+                    key=key,
                     shutdown=self.shutdown_event,
                     grace_s=self.resume_grace_s,
                     gap_frame=gap_frame,
@@ -421,8 +465,8 @@ class ProcessionApp:
                 self.bus.remove(resume_key)
         finally:
             self.runs.reserved -= 1
-            if self._run_ids.get(resume_key) == request.run_id:
-                del self._run_ids[resume_key]
+            if self._chat_runs.get(resume_key) == key:
+                del self._chat_runs[resume_key]
 
     async def _stream(self, req: _Request) -> None:
         agent = self._agent(req.params["agent"])
@@ -433,7 +477,7 @@ class ProcessionApp:
             agent,
             request,
             self._mastra_settings(run_id),
-            f"run:{run_id}",
+            run_key(req.principal.resource, run_id),
             lambda name, message: _mastra_gap_frame(name, message, run_id),
         )
 
@@ -464,7 +508,7 @@ class ProcessionApp:
             agent,
             request,
             self._ui_settings(),
-            f"chat:{chat_id or request.run_id}",
+            chat_key(req.principal.resource, chat_id or request.run_id),
             lambda name, message: _ui_error_frame(f"{name}: {message}"),
         )
 
@@ -500,9 +544,9 @@ class ProcessionApp:
     async def _resume_run(self, req: _Request) -> None:
         self._agent(req.params["agent"])
         run_id = req.params["run"]
-        found = await self._follow(
+        found = _ID_SHAPE.fullmatch(run_id) is not None and await self._follow(
             req,
-            f"run:{run_id}",
+            run_key(req.principal.resource, run_id),
             self._mastra_settings(run_id),
             lambda name, message: _mastra_gap_frame(name, message, run_id),
         )
@@ -512,7 +556,7 @@ class ProcessionApp:
     async def _resume_chat(self, req: _Request) -> None:
         found = await self._follow(
             req,
-            f"chat:{req.params['chat']}",
+            chat_key(req.principal.resource, check_id(req.params["chat"], "id")),
             self._ui_settings(),
             lambda name, message: _ui_error_frame(f"{name}: {message}"),
         )
@@ -523,26 +567,29 @@ class ProcessionApp:
     async def _generate(self, req: _Request) -> None:
         agent = self._agent(req.params["agent"])
         request = await self._scoped(
-            agent, parse_run_body(await self._body(req)), req.token
+            agent, parse_run_body(await self._body(req)), req.principal
         )
-        run = self._start_run(agent, request, req.span)
+        key = run_key(req.principal.resource, request.run_id)
+        run = self._start_run(agent, request, req.span, key)
         self.runs.reserved += 1
-        result: AgentResult | None = None
+        # Empty when the client left: its watcher cancelled the nursery.
+        results: list[AgentResult] = []
         try:
             async with run as stream, trio.open_nursery() as nursery:
-                self.runs.streams[stream.run_id] = stream
+                reader = self.runs.streams[key] = RunReader(stream)
                 try:
                     nursery.start_soon(
                         watch_disconnect, req.receive, nursery.cancel_scope
                     )
-                    result = await stream.result()
+                    results.append(await reader.result())
                     nursery.cancel_scope.cancel()
                 finally:
-                    self.runs.streams.pop(stream.run_id, None)
+                    self.runs.streams.pop(key, None)
         finally:
             self.runs.reserved -= 1
-        if result is None:
+        if not results:
             return  # the client left: the run was cancelled, nobody to answer
+        [result] = results
         if result.error is not None and result.outcome.kind == "error":
             # As Mastra's server: a failed generate is a 500 with the message.
             await send_json(req.send, 500, {"error": _message(result.error)})
@@ -550,11 +597,17 @@ class ProcessionApp:
         await send_json(req.send, 200, generate_body(result))
 
     async def _cancel(self, req: _Request) -> None:
+        """Cancel the principal's run ``runId``, here or on another replica;
+        404 for a run that is not running, or is another resource's (the same
+        answer: nothing is revealed)."""
         self._agent(req.params["agent"])
         run_id = req.params["run"]
-        here = await self.cancel_here(run_id)
-        if not here and not await self._cancel_elsewhere(f"run:{run_id}"):
-            raise HttpError(404, f"no run {run_id!r} is running")
+        key = run_key(req.principal.resource, run_id)
+        found = _ID_SHAPE.fullmatch(run_id) is not None and (
+            await self.cancel_here(key) or await self._cancel_elsewhere(key)
+        )
+        if not found:
+            raise HttpError(404, f"no run {run_id[:40]!r} is running")
         await send_json(req.send, 200, {"message": "Run cancelled", "runId": run_id})
 
     async def _stop_chat(self, req: _Request) -> None:
@@ -563,12 +616,10 @@ class ProcessionApp:
         which a resumable run outlives, so the client first POSTs to
         ``/api/chat/{id}/stop``. Cancels the chat's run on whichever replica
         executes it; 200 ``{"success": true, "stopped": <bool>}`` either way
-        (a stop that arrives after the run ended is no error)."""
-        key = f"chat:{req.params['chat']}"
-        run_id = self._run_ids.get(key)
-        stopped = run_id is not None and await self.cancel_here(run_id)
-        if not stopped:
-            stopped = await self._cancel_elsewhere(key)
+        (a stop that arrives after the run ended, or for another resource's
+        chat, is no error: ``stopped`` is false)."""
+        key = chat_key(req.principal.resource, check_id(req.params["chat"], "id"))
+        stopped = await self.cancel_here(key) or await self._cancel_elsewhere(key)
         await send_json(req.send, 200, {"success": True, "stopped": stopped})
 
     async def _cancel_elsewhere(self, key: str) -> bool:
@@ -579,15 +630,11 @@ class ProcessionApp:
             return False
         return await self.bus.cancel(key)
 
-    async def cancel_here(self, run_id: str) -> bool:
-        """Cancel run ``run_id`` if this process executes it; True if so (the
-        bus calls this for a cancel sent to another replica)."""
-        stream = self.runs.streams.get(run_id)
-        if stream is None:
-            await trio.lowlevel.checkpoint()
-            return False
-        await stream.cancel()
-        return True
+    async def cancel_here(self, key: str) -> bool:
+        """Cancel the run under ``key`` (a ``run_key``, or a ``chat_key`` for
+        the chat's run) if this process executes it; True if so (the bus calls
+        this with the run's bus key for a cancel sent to another replica)."""
+        return await self.runs.cancel(self._chat_runs.get(key, key))
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         """ASGI lifespan: the bus runs (its connections, leases, remote
@@ -615,7 +662,7 @@ class ProcessionApp:
 
     def _memory_scope(self, req: _Request) -> tuple[Any, str | None, dict[str, str]]:
         params = query_params(req.scope)
-        resource = acting_resource(req.token, params.get("resourceId"))
+        resource = acting_resource(req.principal, params.get("resourceId"))
         return storage_for(self.agents, params.get("agentId")), resource, params
 
     async def _threads(self, req: _Request) -> None:

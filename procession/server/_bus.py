@@ -114,12 +114,15 @@ class RunPublisher(Protocol):
 
 
 CancelHere = Callable[[str], Awaitable[bool]]
-"""Cancels the run with this id if this process executes it; True if so."""
+"""Cancels the run under this bus key if this process executes it; True if
+so."""
 
 
 @runtime_checkable
 class RunBus(Protocol):
-    """Run logs by key (``run:<runId>``, ``chat:<chatId>``)."""
+    """Run logs by key: ``run:<owner>:<runId>``, ``chat:<owner>:<chatId>``
+    (the owner is the resource that started the run, ``*`` for none: the
+    owner travels with the run, and two resources' ids never meet)."""
 
     def running(self, cancel_here: CancelHere) -> AbstractAsyncContextManager[None]:
         """The bus's connections and background work (leases, remote
@@ -147,7 +150,7 @@ class RunBus(Protocol):
 
     async def cancel(self, key: str) -> bool:
         """Ask whichever process executes the run under ``key`` to cancel it
-        (its ``cancel_here`` gets the run's id); False if no live run has
+        (its ``cancel_here`` gets ``key``); False if no live run has
         that key on the bus. Checkpoints; cancelled, the request may or may
         not have gone out."""
         ...

@@ -1,7 +1,8 @@
 """``RedisRunBus``: run logs in Redis Streams, shared by several server
 processes (replicas) behind one load balancer.
 
-Per run key ``K`` (``run:<runId>``, ``chat:<chatId>``), under ``prefix``:
+Per run key ``K`` (``run:<owner>:<runId>``, ``chat:<owner>:<chatId>``: the
+resource that started the run is part of its key), under ``prefix``:
 
 * ``K:frames``: a stream, one entry per SSE frame (fields ``n``, the frame's
   number from 1, and ``f``, the frame), then one ``end`` entry. ``XADD`` with
@@ -477,11 +478,12 @@ class RedisRunBus:
                 if message["type"] != "message":
                     continue
                 # Every replica hears it; the one holding the key's run acts.
-                publisher = self._publishers.get(_text(message["data"]))
+                key = _text(message["data"])
+                publisher = self._publishers.get(key)
                 if publisher is None or publisher.closed:
                     continue
                 try:
-                    await cancel_here(publisher.run_id)
+                    await cancel_here(key)
                 except Exception:
                     logger.exception("remote cancel of run %s failed", publisher.run_id)
 

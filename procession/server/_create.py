@@ -10,7 +10,7 @@ from ..runtime import Agent
 from ._app import ProcessionApp
 from ._bus import InProcessRunBus, RunBus
 from ._bus_redis import RedisRunBus
-from ._security import Cors, resolve_tokens
+from ._security import Authenticate, Authenticator, Cors, resolve_tokens
 
 __all__ = ["create_app"]
 
@@ -19,6 +19,7 @@ def create_app(
     agents: Iterable[Agent],
     *,
     tokens: Iterable[str] | Mapping[str, str | None] | None = None,
+    authenticate: Authenticate | None = None,
     max_body_bytes: int = 1 << 20,
     max_concurrent_runs: int = 256,
     keepalive_s: float = 15.0,
@@ -39,8 +40,16 @@ def create_app(
             (comma-separated ``token`` or ``token@resource``). With none,
             requests need no token (serve such an app on loopback only:
             ``serve`` refuses another address). A token tied to a resource
-            reads only that resource's threads, and a body whose
-            ``memory.resource`` names another is refused (403).
+            reads only that resource's threads and runs, and a body whose
+            ``memory.resource`` names another is refused (403). Every run
+            belongs to the resource that started it: for any other its run
+            id and chat id answer as if nothing ran under them.
+        authenticate: instead of ``tokens``, a callable (sync or async)
+            given the request's headers (a dict, lower-case names) that
+            returns the resource id the request acts for, or None to refuse
+            it (401): check your own JWTs or sessions here. An exception it
+            raises is a 500 (logged with an incident id), never a pass.
+            ``$PROCESSION_SERVER_TOKENS`` is not read when it is given.
         max_body_bytes: larger request bodies are refused (413).
         max_concurrent_runs: runs beyond this are refused (503, ``Retry-After``).
         keepalive_s: an SSE comment is sent when a stream has been idle this
@@ -82,9 +91,18 @@ def create_app(
         resume_buffer_frames=resume_buffer_frames,
     )
     run_bus = _run_bus(resume, resume_buffer_frames, bus)
+    if authenticate is not None and tokens is not None:
+        raise ConfigurationError(
+            "give tokens= or authenticate=, not both (authenticate can check "
+            "your tokens itself)"
+        )
+    auth = Authenticator(
+        tokens=resolve_tokens(tokens) if authenticate is None else (),
+        hook=authenticate,
+    )
     return ProcessionApp(
         agent_list,
-        tokens=resolve_tokens(tokens),
+        auth=auth,
         max_body_bytes=max_body_bytes,
         max_concurrent_runs=max_concurrent_runs,
         keepalive_s=float(keepalive_s),

@@ -2,10 +2,11 @@
 thread's messages, never across resources.
 
 Which resource a request acts for: with a token tied to a resource
-(``tokens={"token": "resource-id"}``), that resource, and a ``resourceId``
-that names another is refused (403); otherwise the ``resourceId`` query
-parameter, which is then required. A thread of another resource is a 404,
-the same answer as a thread that does not exist.
+(``tokens={"token": "resource-id"}``) or a resource from ``authenticate``,
+that resource, and a ``resourceId`` that names another is refused (403);
+otherwise the ``resourceId`` query parameter, which is then required. A
+thread of another resource is a 404, the same answer as a thread that does
+not exist.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..memory import MemoryStorage, Thread, ThreadOwnershipError
 from ..runtime import Agent
 from ..wire import message_to_wire
 from ._http import HttpError, Scope
-from ._security import Token
+from ._security import Principal
 
 __all__ = [
     "acting_resource",
@@ -39,17 +40,19 @@ def query_params(scope: Scope) -> dict[str, str]:
 
 
 def acting_resource(
-    token: Token | None, named: str | None, *, field: str = "resourceId"
+    principal: Principal, named: str | None, *, field: str = "resourceId"
 ) -> str | None:
-    """The resource a request acts for: the token's, when it has one (a
+    """The resource a request acts for: the principal's, when it has one (a
     different ``named`` resource is a 403), else ``named``."""
-    if token is None or token.resource is None:
+    if principal.resource is None:
         return named
-    if named is not None and named != token.resource:
+    if named is not None and named != principal.resource:
         raise HttpError(
-            403, f"'{field}' names another resource than this token's", field=field
+            403,
+            f"'{field}' names another resource than the one this request acts for",
+            field=field,
         )
-    return token.resource
+    return principal.resource
 
 
 def storage_for(agents: Mapping[str, Agent], agent_id: str | None) -> MemoryStorage:

@@ -15,6 +15,7 @@ from ..processors import MessageFormatError
 from ..runtime import new_run_id
 from ..wire import parse_message
 from ._http import HttpError
+from ._security import check_id
 
 __all__ = ["RunRequest", "parse_chat_body", "parse_run_body"]
 
@@ -170,10 +171,13 @@ def parse_run_body(body: Mapping[str, Any]) -> RunRequest:
     """A Mastra ``stream`` / ``generate`` body: ``messages`` (a string, a list
     of strings, ``{role, content}`` messages with string or parts content, or
     Mastra / UI messages), ``memory: {thread, resource}``, ``requestContext``,
-    ``runId``, ``maxSteps``, ``modelSettings``, ``providerOptions``,
-    ``activeTools``. Other keys the client sends are ignored."""
+    ``runId`` (1 to 128 of ``A-Z a-z 0-9 _ . -``), ``maxSteps``,
+    ``modelSettings``, ``providerOptions``, ``activeTools``. Other keys the
+    client sends are ignored."""
     thread, resource = _memory(body)
     run_id = _optional_str(body, "runId")
+    if run_id is not None:
+        check_id(run_id, "runId")
     return RunRequest(
         messages=_messages(body.get("messages"), "messages"),
         **({"run_id": run_id} if run_id is not None else {}),
@@ -193,6 +197,8 @@ def parse_chat_body(body: Mapping[str, Any]) -> tuple[str | None, RunRequest]:
     ``requestContext``): the chat id and the run. ``messages`` are UI
     messages (``parts``)."""
     chat_id = _optional_str(body, "id")
+    if chat_id is not None:
+        check_id(chat_id, "id")
     trigger = body.get("trigger")
     if trigger is not None and trigger not in ("submit-message", "regenerate-message"):
         raise HttpError(

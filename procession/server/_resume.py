@@ -37,7 +37,7 @@ from ..runtime import AgentStream
 from ._bus import ReplayGap, RunBusError, RunPublisher, RunSubscription
 from ._http import Receive, Scope, Send, request_header
 from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
-from ._streaming import RunRegistry, StreamSettings, watch_disconnect
+from ._streaming import RunReader, RunRegistry, StreamSettings, watch_disconnect
 
 __all__ = [
     "BUS_ERROR_NAME",
@@ -133,7 +133,7 @@ async def follow_log(
 
 
 async def _pump(
-    stream: AgentStream,
+    reader: RunReader,
     publisher: RunPublisher,
     settings: StreamSettings,
     done: trio.Event,
@@ -141,11 +141,12 @@ async def _pump(
     """Read the run into its log: its frames, then ``[DONE]`` at a clean end
     or one failure frame. A log that can take no more (``RunBusError``)
     cancels the run."""
+    stream = reader.stream
     try:
         if publisher.batch_frames > 1:
-            await _publish_batched(stream, publisher, settings)
+            await _publish_batched(reader, publisher, settings)
         else:
-            await _read_run(stream, settings, publisher.publish)
+            await _read_run(reader, settings, publisher.publish)
     except RunBusError as exc:
         logger.error("run %s: the run bus failed (%s); cancelled", stream.run_id, exc)
         await stream.cancel()
@@ -159,28 +160,31 @@ async def _pump(
 
 
 async def _read_run(
-    stream: AgentStream,
+    reader: RunReader,
     settings: StreamSettings,
     put: Callable[[bytes], Awaitable[object]],
 ) -> None:
     """Hand the run's frames to ``put``, in order: its chunks', then
     ``[DONE]`` at a clean end, or one failure frame when the run raised.
     What ``put`` raises goes up."""
+
+    async def put_chunk(chunk: Chunk) -> None:
+        for frame in settings.encode(chunk):
+            await put(frame)
+
     try:
-        async for chunk in stream:
-            for frame in settings.encode(chunk):
-                await put(frame)
+        await reader.relay(put_chunk)
     except (RunBusError, trio.BrokenResourceError):
         raise  # from put: the log failed, not the run
     except Exception as exc:
-        logger.exception("run %s failed while streaming", stream.run_id)
+        logger.exception("run %s failed while streaming", reader.stream.run_id)
         await put(settings.failure_frame(f"{type(exc).__name__}: {exc}"))
     else:
         await put(DONE_FRAME)
 
 
 async def _publish_batched(
-    stream: AgentStream, publisher: RunPublisher, settings: StreamSettings
+    reader: RunReader, publisher: RunPublisher, settings: StreamSettings
 ) -> None:
     """``_read_run`` into ``publisher`` with the frames that are ready
     together published at once: while one batch is on its way, the run's
@@ -209,14 +213,16 @@ async def _publish_batched(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(write, nursery.cancel_scope)
         with send:
-            await _read_run(stream, settings, send.send)
+            await _read_run(reader, settings, send.send)
     if failed:
         raise failed[0]
 
 
 async def _cancel_when(
-    stream: AgentStream, shutdown: trio.Event, publisher: RunPublisher, grace_s: float
+    reader: RunReader, shutdown: trio.Event, publisher: RunPublisher, grace_s: float
 ) -> None:
+    stream = reader.stream
+
     async with trio.open_nursery() as nursery:
 
         async def on_shutdown() -> None:
@@ -230,7 +236,7 @@ async def _cancel_when(
 
         nursery.start_soon(on_shutdown)
         nursery.start_soon(when_unattended)
-    await stream.cancel()
+    await reader.cancel()
 
 
 async def stream_resumable(
@@ -241,21 +247,23 @@ async def stream_resumable(
     *,
     publisher: RunPublisher,
     registry: RunRegistry,
+    key: str,
     shutdown: trio.Event,
     grace_s: float,
     gap_frame: Callable[[str, str], bytes],
 ) -> None:
-    """Stream ``run`` as a 200 SSE response through its log ``publisher``.
+    """Stream ``run`` as a 200 SSE response through its log ``publisher``,
+    registered in ``registry`` under ``key`` while it runs.
     Returns when the run has ended (not when the client leaves): the run
     outlives its client until it ends, is cancelled, or ``grace_s`` passes
     with nobody attached. Checkpoints throughout."""
     async with run as stream, trio.open_nursery() as nursery:
-        registry.streams[stream.run_id] = stream
+        reader = registry.streams[key] = RunReader(stream)
         try:
             done = trio.Event()
             async with publisher.attach() as subscription:
-                nursery.start_soon(_pump, stream, publisher, settings, done)
-                nursery.start_soon(_cancel_when, stream, shutdown, publisher, grace_s)
+                nursery.start_soon(_pump, reader, publisher, settings, done)
+                nursery.start_soon(_cancel_when, reader, shutdown, publisher, grace_s)
                 await send(
                     {
                         "type": "http.response.start",
@@ -267,4 +275,4 @@ async def stream_resumable(
             await done.wait()
             nursery.cancel_scope.cancel()
         finally:
-            registry.streams.pop(stream.run_id, None)
+            registry.streams.pop(key, None)

@@ -1,12 +1,26 @@
-"""Bearer-token auth and CORS, checked before any route runs."""
+"""Who a request acts for (bearer tokens, or the app's ``authenticate``
+hook), what it may name (run and chat ids, scoped to their owner), and CORS;
+checked before any route runs.
+
+A request acts for a *principal*: a resource id (a token tied to a resource,
+``tok@resource``, or what ``authenticate`` returned), or any resource the
+request names (no auth configured, or a token not tied to a resource). Every
+run belongs to the principal's resource that started it: its keys in the
+registry and on the run bus carry the owner (``run_key``, ``chat_key``), so a
+request of another resource cannot find, read, cancel or stop it, and two
+resources choosing the same run or chat id never meet.
+"""
 
 from __future__ import annotations
 
 import hmac
+import inspect
 import ipaddress
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Final, TypeAlias
+from urllib.parse import quote
 
 import attrs
 
@@ -14,13 +28,20 @@ from ..processors import ConfigurationError
 from ._http import Headers, HttpError, Scope, request_header
 
 __all__ = [
+    "ANYONE",
     "TOKENS_ENV",
+    "Authenticate",
+    "Authenticator",
     "Cors",
+    "Principal",
     "Token",
+    "chat_key",
     "check_bind",
+    "check_id",
     "check_token",
     "is_loopback",
     "resolve_tokens",
+    "run_key",
 ]
 
 TOKENS_ENV: Final = "PROCESSION_SERVER_TOKENS"
@@ -100,6 +121,115 @@ def check_token(scope: Scope, tokens: Sequence[Token]) -> Token | None:
             headers=[(b"www-authenticate", b'Bearer realm="procession"')],
         )
     return matched
+
+
+@attrs.frozen
+class Principal:
+    """Who a request acts for: ``resource``, a resource id (the request reads
+    and runs only that resource's threads and runs), or None: any resource
+    the request names (no auth configured, or a token not tied to one). Runs
+    started by a principal without a resource belong to no resource: every
+    such principal reaches them, a principal with a resource never does."""
+
+    resource: str | None = None
+
+
+ANYONE: Final = Principal()
+"""The principal of a request on an app without auth (and of the page)."""
+
+Authenticate: TypeAlias = Callable[[dict[str, str]], Awaitable[str | None] | str | None]
+"""``create_app(authenticate=...)``: given the request's headers (lower-case
+names; repeated headers joined with ``", "``), the resource id the request
+acts for, or None to refuse it (401). May be sync or async."""
+
+_UNAUTHORIZED: Final = (
+    "missing or invalid credentials",
+    [(b"www-authenticate", b'Bearer realm="procession"')],
+)
+
+
+@attrs.frozen
+class Authenticator:
+    """The app's auth: static bearer ``tokens``, or the ``hook``, or neither
+    (every request acts for ``ANYONE``). Never shows a token in a repr."""
+
+    tokens: tuple[Token, ...] = attrs.field(default=(), repr=False)
+    hook: Authenticate | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.hook is not None and not callable(self.hook):
+            raise ConfigurationError(
+                f"authenticate must be a callable of the request's headers, got "
+                f"{self.hook!r}"
+            )
+
+    @property
+    def required(self) -> bool:
+        """Whether requests need credentials."""
+        return bool(self.tokens) or self.hook is not None
+
+    async def principal(self, scope: Scope) -> Principal:
+        """Whom the request acts for; ``HttpError(401)`` when its credentials
+        are missing or refused. A hook that raises is not a refusal: its
+        exception goes up (the app answers 500 and logs it). Checkpoints only
+        in an async hook."""
+        if self.hook is None:
+            token = check_token(scope, self.tokens)
+            return ANYONE if token is None else Principal(token.resource)
+        outcome = self.hook(_header_map(scope))
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        if outcome is None:
+            message, headers = _UNAUTHORIZED
+            raise HttpError(401, message, headers=headers)
+        if not isinstance(outcome, str) or not outcome:
+            raise TypeError(
+                f"authenticate must return a resource id (a non-empty str) or "
+                f"None, got a {type(outcome).__name__}"
+            )
+        return Principal(outcome)
+
+
+def _header_map(scope: Scope) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for raw_key, raw_value in scope.get("headers", ()):
+        key = bytes(raw_key).decode("latin-1").lower()
+        value = bytes(raw_value).decode("latin-1")
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return headers
+
+
+_ID: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+def check_id(value: str, field: str) -> str:
+    """``value`` if it is a valid client-given run or chat id (1 to 128 of
+    ``A-Z a-z 0-9 _ . -``), else ``HttpError(400)`` naming ``field``."""
+    if not _ID.fullmatch(value):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        raise HttpError(
+            400,
+            f"'{field}' must be 1 to 128 characters of A-Z a-z 0-9 _ . -, got "
+            f"{shown!r} ({len(value)} characters)",
+            field=field,
+        )
+    return value
+
+
+def _scoped(kind: str, owner: str | None, ident: str) -> str:
+    # Quoted, the owner holds no ':' and never the '*' of "no resource".
+    return f"{kind}:{'*' if owner is None else quote(owner, safe='')}:{ident}"
+
+
+def run_key(owner: str | None, run_id: str) -> str:
+    """The key of run ``run_id`` of resource ``owner`` (None: no resource),
+    in the app's registry and on the run bus."""
+    return _scoped("run", owner, run_id)
+
+
+def chat_key(owner: str | None, chat_id: str) -> str:
+    """The key of chat ``chat_id`` of resource ``owner`` on the run bus."""
+    return _scoped("chat", owner, chat_id)
 
 
 def is_loopback(host: str) -> bool:

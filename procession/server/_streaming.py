@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
@@ -27,27 +27,94 @@ import attrs
 import trio
 
 from ..chunks import Chunk
-from ..runtime import AgentStream
+from ..runtime import AgentResult, AgentStream
 from ._http import Headers, Receive, Send
 from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
 
-__all__ = ["RunRegistry", "StreamSettings", "stream_response", "watch_disconnect"]
+__all__ = [
+    "RunReader",
+    "RunRegistry",
+    "StreamSettings",
+    "stream_response",
+    "watch_disconnect",
+]
 
 logger: Final = logging.getLogger("procession.server")
 
 
+@attrs.define(eq=False)
+class RunReader:
+    """The one task that reads a served run, and the cancel scope that lets a
+    cancel cut off a read blocked in a processor hook running inline in that
+    task (``stream.cancel()`` alone ends the run when such a hook returns:
+    the hook is the reader's, not the run's). One scope per run, none per
+    chunk; the scope is cancelled only while a read is in progress, so a
+    chunk already read is never lost in its hand-over."""
+
+    stream: AgentStream
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    reading: bool = False
+
+    async def cancel(self) -> None:
+        """Cancel the run (``stream.cancel()``) and cut off the read in
+        progress, if any. Checkpoints."""
+        await self.stream.cancel()
+        if self.reading:
+            self.scope.cancel()
+
+    async def relay(self, put: Callable[[Chunk], Awaitable[object]]) -> None:
+        """Hand every chunk of the run to ``put``, in order, each once; after
+        a cancel, the run's last chunk is its ``abort``. What ``put`` or the
+        run raises goes up. Checkpoints (each read and ``put``)."""
+        chunk: Chunk | None = None
+        with self.scope:
+            self.reading = True
+            async for chunk in self.stream:
+                self.reading = False
+                if self.scope.cancel_called:
+                    break  # put it outside the scope: never cut off
+                await put(chunk)
+                chunk = None
+                self.reading = True
+        self.reading = False
+        if chunk is not None:
+            await put(chunk)
+        # A read cut off loses nothing (the run's guarantee): the next one is
+        # the abort.
+        async for chunk in self.stream:
+            await put(chunk)
+
+    async def result(self) -> AgentResult:
+        """``stream.result()``, cut off by a cancel like ``relay``."""
+        with self.scope:
+            self.reading = True
+            return await self.stream.result()
+        self.reading = False
+        return await self.stream.result()
+
+
 @attrs.define
 class RunRegistry:
-    """The runs in flight, by run id (for the cancel route and the limit on
-    concurrent runs)."""
+    """The runs in flight, by their owner-scoped key (``run_key``: for the
+    cancel route) and the limit on concurrent runs."""
 
     limit: int
-    streams: dict[str, AgentStream] = attrs.field(factory=dict)
+    streams: dict[str, RunReader] = attrs.field(factory=dict)
     reserved: int = 0
 
     @property
     def full(self) -> bool:
         return self.reserved >= self.limit
+
+    async def cancel(self, key: str) -> bool:
+        """Cancel the run under ``key`` if this process executes it; True if
+        so. Checkpoints."""
+        reader = self.streams.get(key)
+        if reader is None:
+            await trio.lowlevel.checkpoint()
+            return False
+        await reader.cancel()
+        return True
 
 
 @attrs.frozen(kw_only=True)
@@ -83,10 +150,12 @@ async def stream_response(
     settings: StreamSettings,
     *,
     registry: RunRegistry,
+    key: str,
     shutdown: trio.Event,
 ) -> None:
     """Stream the run ``run`` (an ``agent.stream(...)`` not yet entered) as
-    a 200 SSE response framed by ``settings``; returns when the response is
+    a 200 SSE response framed by ``settings``, registered in ``registry``
+    under ``key`` while it runs; returns when the response is
     complete or the client left. A run that ends (any outcome) is followed by
     ``data: [DONE]``; a failure of the server itself while streaming is one
     error frame, logged with its traceback, and no ``[DONE]``.
@@ -95,7 +164,7 @@ async def stream_response(
     read: backpressure). A disconnect, or cancellation of the caller, cancels
     the run before this returns."""
     async with run as stream, trio.open_nursery() as nursery:
-        registry.streams[stream.run_id] = stream
+        reader = registry.streams[key] = RunReader(stream)
         try:
             await send(
                 {
@@ -106,8 +175,8 @@ async def stream_response(
             )
             to_writer, from_reader = trio.open_memory_channel[Chunk | _Failure](0)
             nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
-            nursery.start_soon(_cancel_on_shutdown, shutdown, stream)
-            nursery.start_soon(_read_run, stream, to_writer)
+            nursery.start_soon(_cancel_on_shutdown, shutdown, reader)
+            nursery.start_soon(_read_run, reader, to_writer)
             clean = await _write(send, from_reader, settings)
             await send(
                 {
@@ -118,24 +187,23 @@ async def stream_response(
             )
             nursery.cancel_scope.cancel()
         finally:
-            registry.streams.pop(stream.run_id, None)
+            registry.streams.pop(key, None)
 
 
 async def _read_run(
-    stream: AgentStream, to_writer: trio.MemorySendChannel[Chunk | _Failure]
+    reader: RunReader, to_writer: trio.MemorySendChannel[Chunk | _Failure]
 ) -> None:
     with to_writer:
         try:
-            async for chunk in stream:
-                await to_writer.send(chunk)
+            await reader.relay(to_writer.send)
         except Exception as exc:
-            logger.exception("run %s failed while streaming", stream.run_id)
+            logger.exception("run %s failed while streaming", reader.stream.run_id)
             await to_writer.send(_Failure(f"{type(exc).__name__}: {exc}"))
 
 
-async def _cancel_on_shutdown(shutdown: trio.Event, stream: AgentStream) -> None:
+async def _cancel_on_shutdown(shutdown: trio.Event, reader: RunReader) -> None:
     await shutdown.wait()
-    await stream.cancel()
+    await reader.cancel()
 
 
 async def _write(

@@ -38,8 +38,11 @@ class RequestSpan:
         self.span = span
         self.method = method
         self.status = 0
+        self.route: str | None = None
+        """The matched route's template, once routed."""
 
     def set_route(self, route: str) -> None:
+        self.route = route
         if self.span is not None:
             self.span.update_name(f"{self.method} {route}")
             self.span.set_attribute("http.route", route)

@@ -50,7 +50,7 @@ async def test_frames_ready_together_go_to_redis_in_one_call(
         live = await request(app, "POST", "/api/agents/helper/stream", json_body=body)
         replayed = await request(app, "GET", "/api/agents/helper/runs/r-batch/stream")
         entries = await bus.call(
-            lambda c: c.xrange(f"{prefix}run:r-batch:frames", "-", "+")
+            lambda c: c.xrange(f"{prefix}run:*:r-batch:frames", "-", "+")
         )
     frames = _ids_and_data(live.body)
     # Each frame once, in order, under its own entry's id.

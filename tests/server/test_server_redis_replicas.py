@@ -96,7 +96,7 @@ async def test_the_clients_of_a_replica_that_died_stop_counting() -> None:
             b.kill()  # ...until B dies, its follower never detached
             killed = trio.current_time()
         with trio.fail_after(lease_s + grace_s + 3):
-            ended = await _ended_frames(redis_url(), f"{prefix}run:{run_id}:frames")
+            ended = await _ended_frames(redis_url(), f"{prefix}run:*:{run_id}:frames")
         waited = trio.current_time() - killed
     last = [f[b"f"].removeprefix(b"data: ").strip() for f in ended[-3:-1]]
     assert json.loads(last[0])["type"] == "abort"

@@ -47,7 +47,7 @@ async def test_disconnect_cancels_the_run_and_the_model_read(
         app, "POST", "/api/agents/helper/stream", json_body=_body(runId="r-gone")
     ) as exchange:
         await _read_until(exchange, b'"w2 "')
-        assert app.runs.streams.keys() == {"r-gone"}
+        assert app.runs.streams.keys() == {"run:*:r-gone"}
         await exchange.disconnect()
         async for _part in _drain(exchange):
             pass
