@@ -76,6 +76,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ._headers import Headers
+from ._secrets import redact, redact_deep
 
 __all__ = [
     "ConfigurationError",
@@ -241,7 +242,9 @@ class ProviderError(ProcessionError):
         code: a transport code such as ``"ECONNRESET"``, or the provider's error code.
 
     The original exception, if any, is ``__cause__``. Error processors read these
-    fields through the whole cause chain.
+    fields through the whole cause chain. The message and the body are
+    redacted (``procession._secrets``): a provider that echoes the API key or a
+    URL password in its error text never passes it on.
     """
 
     def __init__(
@@ -254,11 +257,12 @@ class ProviderError(ProcessionError):
         is_retryable: bool | None = None,
         code: str | None = None,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.status_code = status_code
         self.headers = headers if isinstance(headers, Headers) else Headers(headers)
-        self.body = body
+        self.body = redact_deep(body)
         self.is_retryable = is_retryable
         self.code = code
 

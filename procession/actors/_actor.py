@@ -7,17 +7,17 @@ asks (the coordinator's message hooks, a stream stage's per-chunk hook).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import trio
 
+from .._secrets import get_logger
 from ..processors import ProcessorSpec
 from ..processors._contract import HookArgs, call_hook
 
 __all__ = ["ProcessorActor"]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 
 class ProcessorActor:

@@ -34,12 +34,12 @@ queued: the order in which user code sees things is the channel's.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import trio
 
+from .._secrets import get_logger
 from ..data import (
     ErrorChunk,
     ErrorPayload,
@@ -53,7 +53,7 @@ from ._markers import Barrier, Deliver, EndRun, Inline, NewAttempt
 
 __all__ = ["ControlSource", "RetryRequested", "RunControl", "RunObserver"]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 
 class ControlSource:

@@ -4,7 +4,6 @@ nursery of their own, and closes the source however the block is left."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import trio
 
 from .._errors import ConfigurationError
+from .._secrets import get_logger
 from ..processors import (
     AbortSignal,
     RequestContext,
@@ -33,7 +33,7 @@ from ._supervision import unwrapping_a_lone_exception
 
 __all__ = ["open_output_pipeline"]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 
 @asynccontextmanager

@@ -59,7 +59,6 @@ if not (or there is no driver), it ends the stream as a tripwire.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import deque
 from collections.abc import (
@@ -76,6 +75,7 @@ from .._errors import (
     ConfigurationError,
     TripWire,
 )
+from .._secrets import get_logger
 from ..data import (
     DataChunk,
     ErrorChunk,
@@ -116,7 +116,7 @@ from ._watch import COUNTED, driven, first_probation
 
 __all__ = ["OutputPipeline"]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 _CLOSE_GRACE_SECONDS: Final = 5.0  # a stage ended its attempt on this item
 

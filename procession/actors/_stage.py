@@ -9,7 +9,6 @@ abort (``_End``) or its failure under the processor's ``on_error`` policy.
 from __future__ import annotations
 
 import inspect
-import logging
 import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
@@ -19,6 +18,7 @@ import trio
 from .._errors import (
     TripWire,
 )
+from .._secrets import get_logger
 from ..data import (
     CHUNK_CLASSES,
     DataChunk,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 HOOK: Final = "process_output_stream"
 

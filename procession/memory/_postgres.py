@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import trio
 
 from .._errors import ConfigurationError, StorageError, StorageUnavailableError
+from .._secrets import REDACTED, redact, register_secret
 from ..messages import Message
 from . import _sql
 from ._backend import SqlBackend
@@ -226,6 +227,7 @@ class PostgresStorage(SqlBackend):
         self._pool_module = psycopg_pool
         self._dsn = dsn
         self.where, self._password = _describe(dsn, psycopg.conninfo.conninfo_to_dict)
+        register_secret(self._password)  # nothing this process shows quotes it
         self.schema_name = schema_name
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
@@ -312,9 +314,9 @@ class PostgresStorage(SqlBackend):
     def _translate(
         self, exc: BaseException, *, connecting: bool = False
     ) -> StorageError:
-        text = str(exc).strip()
+        text = redact(str(exc).strip())
         if self._password:
-            text = text.replace(self._password, "***")
+            text = text.replace(self._password, REDACTED)
         unavailable = (self._psycopg.OperationalError, self._pool_module.PoolTimeout)
         if connecting and isinstance(exc, unavailable):
             return StorageUnavailableError(f"cannot connect to {self.where}: {text}")

@@ -26,13 +26,13 @@ returns.
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, TypeAlias
 
 import attrs
 
 from .._errors import ProcessorContractError, ProcessorError, TripWire
+from .._secrets import get_logger
 from ..data import Message, OutputResult, StepResult, SystemMessage, ToolCallInfo
 from ._context import (
     AbortSignal,
@@ -72,7 +72,7 @@ __all__ = [
     "tripwire_in",
 ]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 OnError: TypeAlias = Literal["raise", "pass", "block"]
 """What happens when a hook raises a plain exception (SPEC §2.2):

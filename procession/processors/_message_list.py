@@ -14,13 +14,13 @@ decides something Mastra leaves open, the docstring says so.
 from __future__ import annotations
 
 import datetime as _dt
-import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, TypeAlias, cast, get_args
 
 import attrs
 
 from .._errors import ConfigurationError, MessageFormatError
+from .._secrets import get_logger
 from ..data import (
     Message,
     PromptMessage,
@@ -53,7 +53,7 @@ __all__ = [
     "SystemSnapshot",
 ]
 
-_log = logging.getLogger("procession")
+_log = get_logger("procession")
 
 Source: TypeAlias = Literal["input", "memory", "response"]
 """Where a message came from: ``memory`` (loaded history), ``input`` (the new user

@@ -4,7 +4,6 @@ the seed's ``InputProcessor`` / ``OutputProcessor`` / ``ErrorProcessor``."""
 from __future__ import annotations
 
 import difflib
-import logging
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -12,6 +11,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 import attrs
 
 from .._errors import ConfigurationError, DuplicateProcessorIdError
+from .._secrets import get_logger
 from ._context import ProcessorViolation
 from ._contract import (
     HOOK_NAMES,
@@ -42,7 +42,7 @@ __all__ = [
     "register_processors",
 ]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 _ON_ERROR = ("raise", "pass", "block")
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from .._errors import ConfigurationError, ProviderError
+from .._secrets import register_secret
 from ..data import (
     ReasoningDeltaChunk,
     ReasoningDeltaPayload,
@@ -182,6 +183,8 @@ class AnthropicModel:
             if default_headers:
                 kwargs["default_headers"] = dict(default_headers)
             client = cast("anthropic.AsyncAnthropic", sdk.AsyncAnthropic(**kwargs))
+        # Whatever the key's source, no error, log line or frame shows it.
+        register_secret(getattr(client, "api_key", None))
         self._client = client
 
     @property

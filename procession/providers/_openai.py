@@ -36,6 +36,7 @@ from .._errors import (
     ProviderError,
     ProviderStreamError,
 )
+from .._secrets import register_secret
 from ..data import (
     PromptFilePart,
     Usage,
@@ -114,6 +115,7 @@ class _OpenAIModel(abc.ABC):
                 f"environment variable or pass {name}(api_key=...) (any non-empty "
                 f"string, for a compatible server that does not check keys)"
             )
+        register_secret(key)  # no error, log line or frame shows it
         url = base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
         self._model_id = model_id
         self._url = url.rstrip("/") + self._path

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import abc
 import json
-import logging
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -30,6 +29,7 @@ from .._errors import (
     ProviderError,
     ProviderStreamError,
 )
+from .._secrets import get_logger
 from ..data import Chunk, Usage
 from ..models import ModelFinish
 from . import _json
@@ -47,7 +47,7 @@ __all__ = [
     "check_max_event_bytes",
 ]
 
-logger = logging.getLogger("procession.providers")
+logger = get_logger("procession.providers")
 
 CLOSE_DEADLINE = 2.0
 """Seconds a close may take (shielded from cancellation) before it is abandoned."""

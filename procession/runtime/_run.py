@@ -15,12 +15,12 @@ earlier terminal in the stream wins).
 from __future__ import annotations
 
 import copy
-import logging
 from typing import Any
 
 import attrs
 import trio
 
+from .._secrets import get_logger
 from ..actors import RetryRequested, RunControl
 from ..data import (
     FinishChunk,
@@ -57,7 +57,7 @@ from ._step import StepRunner
 
 __all__ = ["Coordinator"]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 
 class Coordinator:

@@ -9,12 +9,12 @@ with what one attempt delivered.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
+from .._secrets import get_logger
 from ..actors import ExecutionMode
 from ..data import (
     DataChunk,
@@ -67,7 +67,7 @@ __all__ = [
     "feedback_text",
 ]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 ReconcileScope: TypeAlias = Literal["input", "all", "response"]
 

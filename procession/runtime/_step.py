@@ -13,7 +13,6 @@ step. A rejected attempt is closed by its ``step-retry`` chunk instead.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
@@ -21,6 +20,7 @@ from typing import Any, NoReturn
 import attrs
 import trio
 
+from .._secrets import get_logger
 from ..actors import (
     ProcessorActor,
     RetryRequested,
@@ -77,7 +77,7 @@ from .tools import ToolSet
 
 __all__ = ["StepRunner"]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 
 class StepRunner:

@@ -4,7 +4,6 @@ and AI SDK protocols (``create_app``, in ``_create``, builds it)."""
 from __future__ import annotations
 
 import importlib.resources
-import logging
 import re
 import secrets
 from collections.abc import (
@@ -20,6 +19,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from .._secrets import get_logger, redact
 from ..chunks import Chunk
 from ..memory import ThreadOwnershipError
 from ..processors import ConfigurationError
@@ -70,7 +70,7 @@ from ._ui_stream import UI_STREAM_HEADERS, ui_chunks, ui_frame
 
 __all__ = ["ProcessionApp"]
 
-logger: Final = logging.getLogger("procession.server")
+logger: Final = get_logger("procession.server")
 
 # A run id a client may give (``check_id``): a path naming anything else
 # names no run.
@@ -654,7 +654,7 @@ class ProcessionApp:
                 await _until_shutdown(receive)
         except Exception as exc:
             logger.exception("the run bus failed")
-            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            await send({"type": "lifespan.startup.failed", "message": redact(str(exc))})
             return
         await send({"type": "lifespan.shutdown.complete"})
 
@@ -697,13 +697,13 @@ def _mastra_gap_frame(name: str, message: str, run_id: str) -> bytes:
         "type": "error",
         "runId": run_id,
         "from": "AGENT",
-        "payload": {"error": {"name": name, "message": message}},
+        "payload": {"error": {"name": name, "message": redact(message)}},
     }
     return b"data: " + dumps(wire) + b"\n\n"
 
 
 def _ui_error_frame(message: str) -> bytes:
-    return ui_frame({"type": "error", "errorText": message})
+    return ui_frame({"type": "error", "errorText": redact(message)})
 
 
 def _encode_ui(chunk: Chunk) -> Iterable[bytes]:
@@ -711,7 +711,7 @@ def _encode_ui(chunk: Chunk) -> Iterable[bytes]:
 
 
 def _message(error: BaseException) -> str:
-    return str(error) or type(error).__name__
+    return redact(str(error)) or type(error).__name__
 
 
 async def _until_shutdown(receive: Receive) -> None:

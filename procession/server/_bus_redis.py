@@ -33,7 +33,6 @@ retries for ``outage_s``, then ``RunBusError``. Needs the ``redis`` extra
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import re
 import uuid
@@ -44,13 +43,14 @@ from typing import Any, Final, TypeVar
 import attrs
 import trio
 
+from .._secrets import get_logger, redact, redact_url
 from ..processors import ConfigurationError
 from . import _redis_scripts as lua
 from ._bus import CancelHere, ReplayGap, RunBusError
 
 __all__ = ["RedisRunBus"]
 
-logger: Final = logging.getLogger("procession.server")
+logger: Final = get_logger("procession.server")
 
 _T = TypeVar("_T")
 _ENTRY_ID: Final = re.compile(r"\d+-\d+")
@@ -308,7 +308,8 @@ class RedisRunBus:
 
     Enter ``running(...)`` (the app's ASGI lifespan does) before use."""
 
-    url: str
+    url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
+    """The server; its password never shows (repr, errors, logs)."""
     buffer_frames: int = 1024
     lease_s: float = 10.0
     keep_s: int = 600
@@ -321,10 +322,9 @@ class RedisRunBus:
     _publishers: dict[str, _Publisher] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
+        where = redact_url(self.url)  # registers the password as a secret
         if not self.url.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigurationError(
-                f"a Redis bus URL is redis://..., got {self.url!r}"
-            )
+            raise ConfigurationError(f"a Redis bus URL is redis://..., got {where!r}")
         if self.lease_s <= 0 or self.buffer_frames < 1 or self.batch_frames < 1:
             raise ConfigurationError(
                 "lease_s must be > 0, buffer_frames and batch_frames >= 1"
@@ -363,7 +363,8 @@ class RedisRunBus:
             except (coredis.exceptions.ConnectionError, OSError) as exc:
                 if trio.current_time() + delay > deadline:
                     raise RunBusError(
-                        f"Redis at {self.url} is unreachable: {exc}"
+                        f"Redis at {redact_url(self.url)} is unreachable: "
+                        f"{redact(str(exc))}"
                     ) from exc
                 logger.warning("Redis unreachable (%s); retrying", exc)
             await trio.sleep(delay)

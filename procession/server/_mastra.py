@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._secrets import redact
 from ..chunks import Chunk, Usage, to_wire
 from ..runtime import Agent, AgentResult
 from ..wire import message_to_wire
@@ -41,12 +42,12 @@ def mastra_frame(chunk: Chunk, run_id: str) -> bytes:
 
 def error_frame(message: str, run_id: str) -> bytes:
     """An ``error`` chunk frame for a failure of the server itself while it
-    streamed: the message only, never a traceback."""
+    streamed: the message only (redacted), never a traceback."""
     wire = {
         "type": "error",
         "runId": run_id,
         "from": "AGENT",
-        "payload": {"error": {"name": "Error", "message": message}},
+        "payload": {"error": {"name": "Error", "message": redact(message)}},
     }
     return b"data: " + dumps(wire) + b"\n\n"
 

@@ -15,7 +15,6 @@ publish.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -23,6 +22,7 @@ from typing import Final
 
 import trio
 
+from .._secrets import get_logger
 from ..chunks import (
     Chunk,
     ErrorChunk,
@@ -49,7 +49,7 @@ __all__ = [
     "stream_resumable",
 ]
 
-logger: Final = logging.getLogger("procession.server")
+logger: Final = get_logger("procession.server")
 
 GAP_ERROR_NAME: Final = "ReplayGapError"
 """The error name in the frame a resumer behind the replay buffer gets."""

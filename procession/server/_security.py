@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import attrs
 
+from .._secrets import register_secret
 from ..processors import ConfigurationError
 from ._http import Headers, HttpError, Scope, request_header
 
@@ -69,6 +70,7 @@ def _token(secret: object, resource: object) -> Token | None:
         )
     if not secret.strip():
         return None
+    register_secret(secret)  # never in an error, frame or log line
     return Token(secret.strip().encode(), resource)
 
 

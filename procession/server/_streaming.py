@@ -17,7 +17,6 @@ nursery per request.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
@@ -26,6 +25,7 @@ from typing import Final
 import attrs
 import trio
 
+from .._secrets import get_logger
 from ..chunks import Chunk
 from ..runtime import AgentResult, AgentStream
 from ._http import Headers, Receive, Send
@@ -39,7 +39,7 @@ __all__ = [
     "watch_disconnect",
 ]
 
-logger: Final = logging.getLogger("procession.server")
+logger: Final = get_logger("procession.server")
 
 
 @attrs.define(eq=False)

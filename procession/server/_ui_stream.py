@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from .._secrets import redact
 from ..chunks import Chunk, to_wire
 from ._http import dumps
 
@@ -100,10 +101,10 @@ def _error_text(error: Any) -> str:
     if isinstance(error, Mapping):
         message = error.get("message")
         if isinstance(message, str):
-            return message
+            return redact(message)
     if isinstance(error, str):
-        return error
-    return "error" if error is None else dumps(error).decode()
+        return redact(error)
+    return "error" if error is None else redact(dumps(error).decode())
 
 
 def _tool_result(p: Wire) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._secrets import redact
 from .._version import version
 from . import _conventions as c
 
@@ -346,7 +347,7 @@ class RunTelemetry:
     def _failed(self, span: Any, error: BaseException) -> None:
         span.set_attribute(c.ERROR_TYPE, type(error).__name__)
         span.set_status(
-            _otel_trace.Status(_otel_trace.StatusCode.ERROR, str(error)[:512])
+            _otel_trace.Status(_otel_trace.StatusCode.ERROR, redact(str(error))[:512])
         )
 
 

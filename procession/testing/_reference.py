@@ -10,13 +10,13 @@ client exactly what this gives.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterable, Callable, Sequence
 from typing import Any
 
 import attrs
 
 from .._errors import TripWire
+from .._secrets import get_logger
 from ..actors import PipelineDriver, PipelineOutcome
 from ..actors._markers import Barrier, NewAttempt
 from ..data import (
@@ -45,7 +45,7 @@ from ..processors._contract import (
 
 __all__ = ["SequentialRun", "run_sequential"]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 
 @attrs.frozen

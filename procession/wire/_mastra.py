@@ -43,6 +43,7 @@ JSON object at all), ``UnknownChunkTypeError`` for an unknown ``type``.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal, get_args, get_origin
 
@@ -65,6 +66,7 @@ from .._errors import (
     UnknownChunkTypeError,
     WireFormatError,
 )
+from .._secrets import redact, redact_deep
 
 __all__ = ["from_wire", "message_from_wire", "message_to_wire", "to_wire"]
 
@@ -151,7 +153,7 @@ def _parse_datetime(value: Any, _type: object) -> _dt.datetime:
 
 
 def _unstructure_exception(exc: BaseException) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": type(exc).__name__, "message": str(exc)}
+    out: dict[str, Any] = {"name": type(exc).__name__, "message": redact(str(exc))}
     if isinstance(exc, ProviderError):
         for attr, key in (
             ("status_code", "statusCode"),
@@ -347,6 +349,17 @@ _register_record(
     c.TripwirePayload, always=frozenset({"retry", "metadata", "processor_id"})
 )
 _register_record(c.DataChunk, always=frozenset({"data"}), required=frozenset({"data"}))
+
+# An error's text may quote a secret (a provider echoing the API key): no
+# error payload leaves through the wire with one (procession._secrets).
+for _error_record in (c.ErrorPayload, c.ToolErrorPayload):
+    _converter.register_unstructure_hook(
+        _error_record,
+        functools.partial(
+            lambda plain, payload: redact_deep(plain(payload)),
+            _converter.get_unstructure_hook(_error_record),
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- #

@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 
+import attrs
 import h11
 import httpx2
 import pytest
@@ -257,3 +259,56 @@ def text_of(frames: list[tuple[str, Any]]) -> str:
 def entry_key(entry_id: str) -> tuple[int, int]:
     ms, seq = entry_id.split("-")
     return int(ms), int(seq)
+
+
+def redis_binary() -> str:
+    """The redis-server binary (skip without one, or fail under CI)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but redis-server is not installed (.ci/run)")
+        pytest.skip("no redis-server binary to restart (apt-get install redis-server)")
+    return binary
+
+
+@attrs.define
+class PrivateRedis:
+    """A redis-server of the test's own on a fixed port (no persistence),
+    killed and started again at will; with ``password``, clients must give
+    it (``requirepass``)."""
+
+    binary: str
+    port: int
+    root: str
+    password: str | None = None
+    process: trio.Process | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    async def start(self) -> None:
+        command = [self.binary, "--bind", "127.0.0.1", "--port", str(self.port)]
+        if self.password:
+            command += ["--requirepass", self.password]
+        self.process = await trio.lowlevel.open_process(
+            [*command, "--save", "", "--appendonly", "no", "--dir", self.root],
+            stdout=subprocess.DEVNULL,
+        )
+        import coredis
+
+        with trio.fail_after(10):
+            while True:
+                try:
+                    async with coredis.Redis.from_url(self.url) as client:
+                        await client.ping()
+                        return
+                except (coredis.exceptions.ConnectionError, OSError):
+                    await trio.sleep(0.05)
+
+    async def kill(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            await self.process.wait()
+            self.process = None

@@ -6,26 +6,23 @@ restarted mid-run. Skipped (with the reason) without
 from __future__ import annotations
 
 import gc
-import os
 import pathlib
 import re
-import shutil
-import signal
-import subprocess
 import tempfile
 import uuid
 import warnings
 from typing import Any
 
-import attrs
 import httpx2
 import pytest
 import trio
 from redis_helpers import (
+    PrivateRedis,
     entry_key,
     free_port,
     makes_redis_unreachable,
     open_sse,
+    redis_binary,
     redis_url,
     replicas,
     text_of,
@@ -190,65 +187,18 @@ async def test_a_replica_that_dies_mid_run_fails_its_runs_when_the_lease_expires
     assert again.status_code == 200
 
 
-def _redis_binary() -> str:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but redis-server is not installed (.ci/run)")
-        pytest.skip("no redis-server binary to restart (apt-get install redis-server)")
-    return binary
-
-
-@attrs.define
-class _PrivateRedis:
-    """A redis-server of the test's own on a fixed port (no persistence),
-    killed and started again at will."""
-
-    binary: str
-    port: int
-    root: str
-    process: trio.Process | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    async def start(self) -> None:
-        command = [self.binary, "--bind", "127.0.0.1", "--port", str(self.port)]
-        self.process = await trio.lowlevel.open_process(
-            [*command, "--save", "", "--appendonly", "no", "--dir", self.root],
-            stdout=subprocess.DEVNULL,
-        )
-        import coredis
-
-        with trio.fail_after(10):
-            while True:
-                try:
-                    async with coredis.Redis.from_url(self.url) as client:
-                        await client.ping()
-                        return
-                except (coredis.exceptions.ConnectionError, OSError):
-                    await trio.sleep(0.05)
-
-    async def kill(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            await self.process.wait()
-            self.process = None
-
-
 @makes_redis_unreachable
 async def test_redis_restarted_mid_run_loses_nothing_then_fails_clearly() -> None:
     redis_url()  # skips (or fails under CI) like the other tests here
     with tempfile.TemporaryDirectory() as root:
-        redis = _PrivateRedis(_redis_binary(), free_port(), root)
+        redis = PrivateRedis(redis_binary(), free_port(), root)
         try:
             await _restart_then_lose(redis)
         finally:
             await redis.kill()
 
 
-async def _restart_then_lose(redis: _PrivateRedis) -> None:
+async def _restart_then_lose(redis: PrivateRedis) -> None:
     lease_s = 2.0
     bus = RedisRunBus(redis.url, lease_s=lease_s, prefix=unique_prefix())
     turns = [slow_turn(60, 0.02), slow_turn(400, 0.02)]

@@ -32,7 +32,6 @@ processor's failure reason (``Moderation failed: ...``).
 from __future__ import annotations
 
 import abc
-import logging
 from collections import deque
 from collections.abc import Collection, Sequence
 from typing import Any, Final, Literal, TypeAlias
@@ -40,6 +39,7 @@ from typing import Any, Final, Literal, TypeAlias
 import attrs
 
 from ..._errors import ConfigurationError
+from ..._secrets import get_logger
 from ...data import Message, TextDeltaChunk, TextEndChunk, TextPart, message_text
 from ...models import LanguageModel
 from .._contract import (
@@ -54,7 +54,7 @@ from ._window import _DROPPING, _PASS_BY, HoldBackWindow
 
 __all__ = ["Finding", "JudgedOutput", "OnJudgeError"]
 
-logger = logging.getLogger("procession")
+logger = get_logger("procession")
 
 JudgedOutput: TypeAlias = Literal["stream", "step", "result"]
 """Where an output-lane judged processor looks at the model's text: the stream
