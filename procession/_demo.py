@@ -23,6 +23,7 @@ was never saved).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ import attrs
 import trio
 
 from ._errors import ConfigurationError
+from ._secrets import redact
 from ._version import version
 from .chunks import (
     DataChunk,
@@ -592,7 +594,32 @@ def _parser() -> argparse.ArgumentParser:
         "with the other servers on that Redis (default $PROCESSION_BUS_URL; "
         "none: runs end with their client)",
     )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the lowest level logged to stderr (default info)",
+    )
+    serve.add_argument(
+        "--no-access-log",
+        action="store_true",
+        help="no line per request (method, route, status, duration, run id)",
+    )
     return parser
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """Log records of level ``--log-level`` and above to stderr, one line each;
+    the access log (``procession.access``) unless ``--no-access-log``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(args.log_level.upper())
+    if args.no_access_log:
+        logging.getLogger("procession.access").setLevel(logging.WARNING)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -604,11 +631,17 @@ def _serve(args: argparse.Namespace) -> int:
         if args.target:
             app = load_target(args.target, bus=args.bus)
         else:
-            app = create_app([demo_agent(ServedDemoModel())], bus=args.bus)
+            # Memory in an in-process SQLite database: the README's curl with
+            # memory works (gone when the server stops).
+            memory = Memory(storage=SqliteStorage(":memory:"))
+            app = create_app(
+                [demo_agent(ServedDemoModel(), memory=memory)], bus=args.bus
+            )
         check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
     except ConfigurationError as exc:
-        print(f"procession serve: {exc}", file=sys.stderr)
+        print(f"procession serve: {redact(str(exc))}", file=sys.stderr)
         return 2
+    _configure_logging(args)
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
@@ -629,8 +662,29 @@ def _serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    trio.run(run)
+    try:
+        trio.run(run)
+    except Exception as exc:
+        failure = _lone_failure(exc)
+        if isinstance(failure, ConfigurationError):  # e.g. no server extra
+            print(f"procession serve: {redact(str(failure))}", file=sys.stderr)
+        elif isinstance(failure, OSError):  # the address is taken, or not ours
+            print(
+                f"procession serve: cannot listen on {args.host}:{args.port}: "
+                f"{failure.strerror or failure}",
+                file=sys.stderr,
+            )
+        else:
+            raise
+        return 2
     return 0
+
+
+def _lone_failure(exc: BaseException) -> BaseException:
+    """The one exception inside ``exc``'s nested groups, or ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:

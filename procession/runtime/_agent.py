@@ -407,6 +407,7 @@ def _memory_ids(
     """The call's thread and resource: the ``memory`` option (Mastra's
     ``{thread, resource}``; ``thread`` a str or ``{"id": ...}``) or its aliases
     ``thread_id=`` / ``resource_id=``; both forms must agree."""
+    _check_text(thread_id=thread_id, resource_id=resource_id)
     if option is None:
         return thread_id, resource_id
     if not isinstance(option, Mapping) or not set(option) <= {"thread", "resource"}:
@@ -432,7 +433,23 @@ def _memory_ids(
                 f"memory['{name}'] is {given!r} but {name}_id= is {alias!r}; "
                 f"give one of them"
             )
+    _check_text(**{"memory['thread']": thread, "memory['resource']": resource})
     return thread or thread_id, resource or resource_id
+
+
+def _check_text(**ids: object) -> None:
+    """``ConfigurationError`` naming an id that is not valid text (a lone
+    UTF-16 surrogate: no store can keep it, and the error would come from deep
+    inside one)."""
+    for name, value in ids.items():
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigurationError(
+                    f"{name}={value!r} is not valid text (a lone UTF-16 "
+                    f"surrogate): no store can keep it"
+                ) from None
 
 
 def _with_working_memory_tool(tools: ToolSet, memory: Memory) -> ToolSet:

@@ -4,8 +4,10 @@ and AI SDK protocols (``create_app``, in ``_create``, builds it)."""
 from __future__ import annotations
 
 import importlib.resources
+import logging
 import re
 import secrets
+import time
 from collections.abc import (
     Awaitable,
     Callable,
@@ -21,7 +23,7 @@ import trio
 
 from .._secrets import get_logger, redact
 from ..chunks import Chunk
-from ..memory import ThreadOwnershipError
+from ..memory import MissingThreadError, ThreadOwnershipError
 from ..processors import ConfigurationError
 from ..runtime import Agent, AgentResult
 from ._bus import RunBus, RunBusError
@@ -34,6 +36,7 @@ from ._http import (
     dumps,
     parse_json_object,
     read_body,
+    request_header,
     send_empty,
     send_json,
 )
@@ -71,6 +74,12 @@ from ._ui_stream import UI_STREAM_HEADERS, ui_chunks, ui_frame
 __all__ = ["ProcessionApp"]
 
 logger: Final = get_logger("procession.server")
+access_log: Final = get_logger("procession.access")
+"""One INFO line per request: method, route template, status, duration and
+run id (``procession serve`` shows it unless ``--no-access-log``)."""
+
+MEMORY_IGNORED_HEADER: Final = b"x-procession-memory"
+"""Set on the response when the body named a memory the agent does not keep."""
 
 # A run id a client may give (``check_id``): a path naming anything else
 # names no run.
@@ -255,38 +264,74 @@ class ProcessionApp:
         if scope["type"] != "http":
             return  # websockets: not served
         cors = self.cors.origin_headers(scope) if self.cors is not None else []
-        started = False
+        began = time.perf_counter()
         async with request_span(scope, self.tracer_provider) as span:
-
-            async def tracked_send(message: MutableMapping[str, Any]) -> None:
-                nonlocal started
-                if message["type"] == "http.response.start":
-                    started = True
-                    span.status = message["status"]
-                    message = {**message, "headers": [*message["headers"], *cors]}
-                await send(message)
-
             try:
-                await self._dispatch(scope, receive, tracked_send, span)
-            except ClientGone:
+                await self._answer(scope, receive, send, span, cors)
+            finally:
+                if access_log.isEnabledFor(logging.INFO):
+                    access_log.info(
+                        "%s %s %s %.1fms run=%s",
+                        scope.get("method"),
+                        span.route or "(no route)",
+                        span.status or "-",
+                        (time.perf_counter() - began) * 1000,
+                        span.run_id or "-",
+                    )
+
+    async def _answer(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        span: RequestSpan,
+        cors: list[tuple[bytes, bytes]],
+    ) -> None:
+        """Dispatch the request; every error is an answer (``HttpError`` its
+        status, anything else a 500 with an incident id, logged)."""
+        started = False
+
+        async def tracked_send(message: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                span.status = message["status"]
+                message = {**message, "headers": [*message["headers"], *cors]}
+            await send(message)
+
+        try:
+            await self._dispatch(scope, receive, tracked_send, span)
+        except ClientGone:
+            return
+        except HttpError as exc:
+            if started:
+                raise
+            await send_json(tracked_send, exc.status, exc.body(), exc.headers)
+        except RunBusError as exc:
+            # Redis unreachable past the bus's outage budget (its URL is
+            # redacted in the message): the client may retry elsewhere.
+            logger.error("%s %s: %s", scope.get("method"), span.route, exc)
+            if started:
                 return
-            except HttpError as exc:
-                if started:
-                    raise
-                await send_json(tracked_send, exc.status, exc.body(), exc.headers)
-            except Exception:
-                incident = secrets.token_hex(8)
-                logger.exception(
-                    "internal error (incident %s) on %s %s",
-                    incident,
-                    scope.get("method"),
-                    span.route or scope.get("path"),
-                )
-                if started:
-                    return  # the response is cut; the log says why
-                await send_json(
-                    tracked_send, 500, {"error": "internal error", "incident": incident}
-                )
+            await send_json(
+                tracked_send,
+                503,
+                {"error": f"the run bus is unavailable: {exc}; retry"},
+                [(b"retry-after", b"5")],
+            )
+        except Exception:
+            incident = secrets.token_hex(8)
+            logger.exception(
+                "internal error (incident %s) on %s %s",
+                incident,
+                scope.get("method"),
+                span.route or scope.get("path"),
+            )
+            if started:
+                return  # the response is cut; the log says why
+            await send_json(
+                tracked_send, 500, {"error": "internal error", "incident": incident}
+            )
 
     async def _dispatch(
         self, scope: Scope, receive: Receive, send: Send, span: RequestSpan
@@ -335,6 +380,18 @@ class ProcessionApp:
         return agent
 
     async def _body(self, req: _Request) -> Mapping[str, Any]:
+        """The request's JSON object body: 415 unless it says it is JSON
+        (``content-type: application/json``, or a ``+json`` type), 413 over
+        the size limit, 400 for anything but a JSON object."""
+        kind = request_header(req.scope, b"content-type") or b""
+        media = kind.split(b";", 1)[0].strip().lower()
+        if media != b"application/json" and not media.endswith(b"+json"):
+            raise HttpError(
+                415,
+                f"the request body must be JSON (content-type: application/json), "
+                f"got {media.decode('latin-1')[:60] or 'no content-type'}",
+                field="content-type",
+            )
         return parse_json_object(
             await read_body(req.scope, req.receive, self.max_body_bytes)
         )
@@ -405,6 +462,15 @@ class ProcessionApp:
                 parent,
                 lambda: agent.stream(list(request.messages), **request.options()),
             )
+        except MissingThreadError:
+            # procession's documented rule (Mastra would run without memory).
+            raise HttpError(
+                400,
+                f"agent {agent.id!r} keeps memory: the body must name "
+                f"memory: {{thread, resource}} (the resource comes from the "
+                f"token when it is tied to one)",
+                field="memory",
+            ) from None
         except ConfigurationError as exc:
             raise HttpError(400, str(exc)) from exc
         return enter_run(parent, run)
@@ -421,8 +487,11 @@ class ProcessionApp:
         """Run ``request`` and stream it; ``resume_key`` is its key on the
         bus (``run_key`` or ``chat_key`` of the principal's resource)."""
         request = await self._scoped(agent, request, req.principal)
+        req.span.run_id = request.run_id
         key = run_key(req.principal.resource, request.run_id)
         run = self._start_run(agent, request, req.span, key)
+        if agent.memory is None and request.thread_id is not None:
+            settings = _with_memory_ignored(settings, agent)
         if self.bus is not None:
             try:
                 publisher = await self.bus.open_run(
@@ -431,7 +500,9 @@ class ProcessionApp:
                     lost_frames=lost_frames(settings, request.run_id),
                 )
             except KeyError:
-                raise HttpError(409, f"{resume_key} is already running") from None
+                raise HttpError(
+                    409, f"run {request.run_id!r} is already running", field="runId"
+                ) from None
         self.runs.reserved += 1
         if resume_key != key:
             self._chat_runs[resume_key] = key
@@ -544,6 +615,7 @@ class ProcessionApp:
     async def _resume_run(self, req: _Request) -> None:
         self._agent(req.params["agent"])
         run_id = req.params["run"]
+        req.span.run_id = run_id if _ID_SHAPE.fullmatch(run_id) else "(invalid)"
         found = _ID_SHAPE.fullmatch(run_id) is not None and await self._follow(
             req,
             run_key(req.principal.resource, run_id),
@@ -569,6 +641,7 @@ class ProcessionApp:
         request = await self._scoped(
             agent, parse_run_body(await self._body(req)), req.principal
         )
+        req.span.run_id = request.run_id
         key = run_key(req.principal.resource, request.run_id)
         run = self._start_run(agent, request, req.span, key)
         self.runs.reserved += 1
@@ -594,7 +667,11 @@ class ProcessionApp:
             # As Mastra's server: a failed generate is a 500 with the message.
             await send_json(req.send, 500, {"error": _message(result.error)})
             return
-        await send_json(req.send, 200, generate_body(result))
+        headers = []
+        if agent.memory is None and request.thread_id is not None:
+            settings = _with_memory_ignored(self._mastra_settings(""), agent)
+            headers = [settings.headers[-1]]
+        await send_json(req.send, 200, generate_body(result), headers)
 
     async def _cancel(self, req: _Request) -> None:
         """Cancel the principal's run ``runId``, here or on another replica;
@@ -602,6 +679,7 @@ class ProcessionApp:
         answer: nothing is revealed)."""
         self._agent(req.params["agent"])
         run_id = req.params["run"]
+        req.span.run_id = run_id if _ID_SHAPE.fullmatch(run_id) else "(invalid)"
         key = run_key(req.principal.resource, run_id)
         found = _ID_SHAPE.fullmatch(run_id) is not None and (
             await self.cancel_here(key) or await self._cancel_elsewhere(key)
@@ -680,6 +758,16 @@ class ProcessionApp:
             storage, req.params["thread"], resource, params
         )
         await send_json(req.send, 200, body)
+
+
+def _with_memory_ignored(settings: StreamSettings, agent: Agent) -> StreamSettings:
+    """``settings`` whose response says that the body's ``memory`` was not
+    kept (the agent has none): never a silent no-op."""
+    logger.warning("agent %r keeps no memory; a request's memory was ignored", agent.id)
+    note = f"agent '{agent.id}' keeps no memory; the body's memory was ignored"
+    return attrs.evolve(
+        settings, headers=[*settings.headers, (MEMORY_IGNORED_HEADER, note.encode())]
+    )
 
 
 def _new_turn(

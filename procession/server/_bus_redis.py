@@ -348,9 +348,11 @@ class RedisRunBus:
         return self.prefix + "replicas"
 
     async def call(self, command: Callable[[Any], Awaitable[_T]]) -> _T:
-        """``command(client)``, retried while Redis is unreachable, for
-        ``outage_s`` at most; then ``RunBusError``. Checkpoints; cancelled,
-        the command may or may not have run."""
+        """``command(client)``, retried while Redis is unreachable or does not
+        answer, for ``outage_s`` at most in all (an attempt that hangs, as on
+        a Redis that stopped answering, is cut off at that deadline); then
+        ``RunBusError``. Checkpoints; cancelled, the command may or may not
+        have run."""
         coredis = _coredis()
         if self._client is None:
             raise RunBusError("the Redis run bus is not running (enter bus.running())")
@@ -358,15 +360,20 @@ class RedisRunBus:
         deadline = trio.current_time() + self.outage_s
         delay = 0.02
         while True:
-            try:
-                return await command(self._client)
-            except (coredis.exceptions.ConnectionError, OSError) as exc:
-                if trio.current_time() + delay > deadline:
-                    raise RunBusError(
-                        f"Redis at {redact_url(self.url)} is unreachable: "
-                        f"{redact(str(exc))}"
-                    ) from exc
-                logger.warning("Redis unreachable (%s); retrying", exc)
+            failure: BaseException
+            with trio.move_on_at(deadline) as attempt:
+                try:
+                    return await command(self._client)
+                except (coredis.exceptions.ConnectionError, OSError) as exc:
+                    failure = exc
+            if attempt.cancelled_caught:
+                failure = TimeoutError(f"no answer within {self.outage_s} s")
+            if trio.current_time() + delay > deadline:
+                raise RunBusError(
+                    f"Redis at {redact_url(self.url)} is unreachable: "
+                    f"{redact(str(failure))}"
+                ) from failure
+            logger.warning("Redis unreachable (%s); retrying", failure)
             await trio.sleep(delay)
             delay = min(delay * 2, 0.5)
 

@@ -7,8 +7,9 @@ serves it directly and Starlette/FastAPI can mount it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 __all__ = [
     "ClientGone",
@@ -102,18 +103,94 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
             return b"".join(parts)
 
 
+MAX_JSON_DEPTH: Final = 64
+"""How deeply a request body's arrays and objects may nest."""
+
+# A JSON escape of a UTF-16 surrogate: only such a body can hold a lone one.
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\[uU][dD][89a-fA-F]")
+
+
 def parse_json_object(body: bytes) -> Mapping[str, Any]:
-    """The JSON object in ``body``; ``HttpError(400)`` for bad JSON or another
-    JSON value (the message says which)."""
+    """The JSON object in ``body``; ``HttpError(400)`` for bad JSON, another
+    JSON value, nesting deeper than ``MAX_JSON_DEPTH`` or a string that is not
+    text (a lone UTF-16 surrogate, which no store or provider can take), the
+    message naming where."""
+    if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH:
+        _check_depth(body)
     try:
         value = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise HttpError(400, f"the request body is not valid JSON: {exc}") from exc
+    except RecursionError:  # pragma: no cover - _check_depth stops it first
+        raise _too_deep() from None
     if not isinstance(value, Mapping):
         raise HttpError(
             400, f"the request body must be a JSON object, got {type(value).__name__}"
         )
+    if _SURROGATE_ESCAPE.search(body):
+        _check_text(value)
     return value
+
+
+def _too_deep() -> HttpError:
+    return HttpError(
+        400,
+        f"the request body nests arrays and objects more than {MAX_JSON_DEPTH} "
+        f"levels deep",
+    )
+
+
+_JSON_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _check_depth(body: bytes) -> None:
+    """``HttpError(400)`` if the arrays and objects of ``body`` (JSON text not
+    yet parsed: the parser, and what reads its value, recurse) nest deeper
+    than ``MAX_JSON_DEPTH``. The strings are cut out and the brackets kept by
+    the regex engine and ``bytes.translate``; only the brackets are walked."""
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    depth = 0
+    for byte in brackets:
+        if byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise _too_deep()
+        else:
+            depth -= 1
+
+
+def _check_text(value: Any) -> None:
+    """``HttpError(400)`` naming the first string (key or value) of ``value``
+    that holds a lone surrogate."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            _text(item, where or "the body")
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                path = f"{where}.{key}" if where else str(key)
+                _text(key, f"a key in {where or 'the body'}")
+                stack.append((path, inner))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", inner) for i, inner in enumerate(item))
+
+
+def _text(value: str, where: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise HttpError(
+            400,
+            f"'{where}' is not valid text: it holds a lone UTF-16 surrogate "
+            f"(\\u{ord(value[_bad_index(value)]):04x})",
+            field=where,
+        ) from None
+
+
+def _bad_index(value: str) -> int:
+    return next(i for i, ch in enumerate(value) if 0xD800 <= ord(ch) <= 0xDFFF)
 
 
 async def send_json(

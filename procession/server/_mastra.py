@@ -196,6 +196,8 @@ def agent_info(agent: Agent) -> dict[str, Any]:
         "defaultOptions": {},
         "defaultGenerateOptionsLegacy": {},
         "defaultStreamOptionsLegacy": {},
+        # procession's: whether a body's memory: {thread, resource} is kept.
+        "memory": agent.memory is not None,
     }
     if isinstance(description, str) and description:
         info["description"] = description

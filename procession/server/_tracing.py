@@ -40,6 +40,9 @@ class RequestSpan:
         self.status = 0
         self.route: str | None = None
         """The matched route's template, once routed."""
+        self.run_id: str | None = None
+        """The id of the run the request started or named, for the access
+        log."""
 
     def set_route(self, route: str) -> None:
         self.route = route

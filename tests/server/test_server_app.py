@@ -21,6 +21,8 @@ from procession import ConfigurationError, ProviderError
 from procession.server import Cors, check_bind, create_app, load_target
 from procession.testing import Delay, ScriptedModel, text_turn
 
+JSON = {"content-type": "application/json"}
+
 
 def _stream_body(**extra: Any) -> dict[str, Any]:
     return {"messages": "Hi", **extra}
@@ -210,7 +212,9 @@ async def test_bad_bodies_are_typed_400s_naming_the_field(
 ) -> None:
     model = ScriptedModel(["never"])
     app = create_app([make_agent(model)])
-    exchange = await request(app, "POST", "/api/agents/helper/stream", body=body)
+    exchange = await request(
+        app, "POST", "/api/agents/helper/stream", body=body, headers=JSON
+    )
     assert exchange.status == status
     answer = exchange.json()
     assert words in answer["error"]
@@ -322,12 +326,14 @@ async def test_body_over_the_limit_is_413() -> None:
     model = ScriptedModel(["never"])
     app = create_app([make_agent(model)], max_body_bytes=100)
     big = json.dumps({"messages": "x" * 200}).encode()
-    declared = await request(app, "POST", "/api/agents/helper/stream", body=big)
+    declared = await request(
+        app, "POST", "/api/agents/helper/stream", body=big, headers=JSON
+    )
     assert declared.status == 413
     assert "100 bytes" in declared.json()["error"]
     # No content-length (chunked): refused while reading.
     chunked = await request(
-        app, "POST", "/api/agents/helper/stream", body=big, body_parts=4
+        app, "POST", "/api/agents/helper/stream", body=big, body_parts=4, headers=JSON
     )
     assert chunked.status == 413
     assert model.calls == []

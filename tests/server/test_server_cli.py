@@ -47,17 +47,24 @@ def test_serve_with_no_target_serves_the_demo_agent() -> None:
                 "tool-result-scanner",
             ]
             # Twice: the served demo model answers any number of chats.
-            for _ in range(2):
+            # Its memory (in-process SQLite) needs the thread and resource.
+            for chat in range(2):
                 answer = client.post(
                     f"{base}/api/agents/support-agent/generate",
-                    json={"messages": "Where is my order A-1042?"},
+                    json={
+                        "messages": "Where is my order A-1042?",
+                        "memory": {"thread": f"t-{chat}", "resource": "ada"},
+                    },
                 ).json()
                 assert answer["text"].startswith("Good news: order A-1042 has shipped")
                 assert "[EMAIL]" in answer["text"]
             with client.stream(
                 "POST",
                 f"{base}/api/chat",
-                json={"messages": [{"role": "user", "content": "Reset the router?"}]},
+                json={
+                    "messages": [{"role": "user", "content": "Reset the router?"}],
+                    "memory": {"thread": "t-chat", "resource": "ada"},
+                },
             ) as response:
                 lines = [x for x in response.iter_lines() if x.startswith("data: ")]
             events = [x[6:] for x in lines]

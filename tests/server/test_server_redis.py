@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import pathlib
 import re
+import signal
 import tempfile
 import uuid
 import warnings
@@ -371,3 +372,41 @@ async def test_a_run_longer_than_its_lease_keeps_it_by_renewing() -> None:
         assert events[-1] == "[DONE]"
         assert [e["type"] for e in events[-2:-1]] == ["finish"]
         assert "RunLostError" not in body.decode()
+
+
+@makes_redis_unreachable
+async def test_a_request_while_redis_does_not_answer_is_a_503_within_outage_s() -> None:
+    """A Redis that stopped answering (SIGSTOP: connections hang, nothing is
+    refused) costs a new stream request at most ``outage_s``: a 503 with
+    ``Retry-After`` naming the bus, its URL's password redacted."""
+    redis_url()  # skips (or fails under CI) like the other tests here
+    password = f"pw-{uuid.uuid4().hex}"
+    with tempfile.TemporaryDirectory() as root:
+        redis = PrivateRedis(redis_binary(), free_port(), root, password=password)
+        await redis.start()
+        try:
+            outage_s = 1.0
+            bus = RedisRunBus(redis.url, lease_s=5.0, outage_s=outage_s)
+            app = create_app([make_agent(["never"])], bus=bus, keepalive_s=0)
+            async with bus.running(app.cancel_here):
+                assert redis.process is not None
+                redis.process.send_signal(signal.SIGSTOP)
+                try:
+                    asked = trio.current_time()
+                    with trio.fail_after(outage_s + 5):
+                        answer = await request(
+                            app,
+                            "POST",
+                            "/api/agents/helper/stream",
+                            json_body={"messages": "Hi"},
+                        )
+                    waited = trio.current_time() - asked
+                finally:
+                    redis.process.send_signal(signal.SIGCONT)
+        finally:
+            await redis.kill()
+    assert answer.status == 503
+    assert answer.headers["retry-after"] == "5"
+    assert "run bus is unavailable" in answer.json()["error"]
+    assert password not in answer.body.decode()
+    assert waited <= outage_s + 1.0

@@ -175,7 +175,7 @@ async def test_disconnect_during_generate_cancels_it(
         "type": "http",
         "method": "POST",
         "path": "/api/agents/helper/generate",
-        "headers": [],
+        "headers": [(b"content-type", b"application/json")],
     }
     async with trio.open_nursery() as nursery:
         nursery.start_soon(serve_one)
