@@ -256,6 +256,7 @@ class Coordinator:
             StepResult(
                 step_number=step_number,
                 finish_reason="retry",
+                usage=state.attempt_usage,
                 tripwire=TripwireInfo(
                     reason=tripwire.reason,
                     retry=True,

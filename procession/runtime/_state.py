@@ -328,6 +328,9 @@ class RunState:
     retry_count: int = 0
     steps: list[StepResult] = attrs.Factory(list)
     usage: Usage | None = None
+    attempt_usage: Usage | None = None
+    """What the current attempt's model call reported spending (a rejected
+    attempt's step result keeps it)."""
     view: StepView = attrs.Factory(StepView)
     """The attempt the client is receiving now (switched at the client end)."""
     all_text: list[str] = attrs.Factory(list)

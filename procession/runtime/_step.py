@@ -95,6 +95,7 @@ class StepRunner:
         ``settle``. Checkpoints; cancellation (the run ended) propagates."""
         state, control = self._state, self._control
         state.current_step = step_number
+        state.attempt_usage = None
         retries_before = state.retry_count
         config = await self._input_step(step_number)
         if state.retry_count != retries_before:
@@ -115,6 +116,7 @@ class StepRunner:
         call = self._traced_model_call if state.telemetry.active else self._model_call
         raw, finish = await call(step_number, config, prompt, cached)
         state.usage = add_usage(state.usage, finish.usage)  # spent, kept or not
+        state.attempt_usage = finish.usage
         # Everything the model sent has reached the client end: in-band signals
         # on its chunks are decided, and the view holds what the client saw.
         await control.settle()

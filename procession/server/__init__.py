@@ -61,6 +61,7 @@ from ._security import check_bind as check_bind
 from ._serve import load_target as load_target
 from ._serve import serve as serve
 from ._ui_stream import UI_STREAM_HEADERS as UI_STREAM_HEADERS
+from ._ui_stream import UiStreamEncoder as UiStreamEncoder
 from ._ui_stream import ui_chunks as ui_chunks
 from ._ui_stream import ui_frame as ui_frame
 
@@ -83,6 +84,7 @@ __all__ = [
     "TOKENS_ENV",
     "Token",
     "UI_STREAM_HEADERS",
+    "UiStreamEncoder",
     "agent_info",
     "check_bind",
     "create_app",

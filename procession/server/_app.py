@@ -11,7 +11,6 @@ import time
 from collections.abc import (
     Awaitable,
     Callable,
-    Iterable,
     Mapping,
     MutableMapping,
     Sequence,
@@ -22,11 +21,11 @@ import attrs
 import trio
 
 from .._secrets import get_logger, redact
-from ..chunks import Chunk
 from ..memory import MissingThreadError, ThreadOwnershipError
 from ..processors import ConfigurationError
 from ..runtime import Agent, AgentResult
 from ._bus import RunBus, RunBusError
+from ._hold import StepText, check_step_text
 from ._http import (
     ClientGone,
     HttpError,
@@ -69,7 +68,7 @@ from ._streaming import (
     watch_disconnect,
 )
 from ._tracing import RequestSpan, enter_run, request_span, under
-from ._ui_stream import UI_STREAM_HEADERS, ui_chunks, ui_frame
+from ._ui_stream import UI_STREAM_HEADERS, UiStreamEncoder, ui_frame
 
 __all__ = ["ProcessionApp"]
 
@@ -126,6 +125,7 @@ class ProcessionApp:
         bus: RunBus | None = None,
         resume_grace_s: float = 30.0,
         tracer_provider: Any = None,
+        step_text: StepText | Mapping[str, StepText] = "stream",
     ) -> None:
         self.agents: dict[str, Agent] = {}
         for agent in agents:
@@ -142,6 +142,9 @@ class ProcessionApp:
         """The run bus when resume is on, else None."""
         self.resume_grace_s = resume_grace_s
         self.tracer_provider = tracer_provider
+        self.step_text = check_step_text(step_text, frozenset(self.agents))
+        """``"stream"`` or ``"hold"``, for every agent or by agent id
+        (``create_app(step_text=...)``)."""
         self.runs = RunRegistry(limit=max_concurrent_runs)
         """The runs this process executes, by ``run_key(owner, run id)``."""
         # Chat key -> the run key of the run this process executes for the
@@ -156,6 +159,7 @@ class ProcessionApp:
         aid, run = r"(?P<agent>[^/]+)", r"(?P<run>[^/]+)"
         routes: list[tuple[str, str, str, Handler]] = [
             ("GET", "/", "/", self._page),
+            ("GET", "/favicon.ico", "/favicon.ico", self._favicon),
             ("GET", "/api/agents", "/api/agents", self._list_agents),
             (
                 "GET",
@@ -349,8 +353,9 @@ class ProcessionApp:
                 allowed.append(route_method)
                 continue
             span.set_route(template)
-            # The page holds no data and asks for the token itself.
-            principal = await self._auth.principal(scope) if path != "/" else ANYONE
+            # The page (and its icon) hold no data; it asks for the token itself.
+            public = path in ("/", "/favicon.ico")
+            principal = ANYONE if public else await self._auth.principal(scope)
             await handler(
                 _Request(scope, receive, send, match.groupdict(), principal, span)
             )
@@ -364,6 +369,13 @@ class ProcessionApp:
         raise HttpError(404, f"no route for {method} {path}")
 
     # --- routes ---------------------------------------------------------------
+
+    def _holds(self, agent: Agent) -> bool:
+        """Whether ``agent``'s steps are held until they are accepted."""
+        mode = self.step_text
+        if isinstance(mode, str):
+            return mode == "hold"
+        return mode.get(agent.id, "stream") == "hold"
 
     def _agent(self, agent_id: str | None) -> Agent:
         if agent_id is None:
@@ -411,6 +423,11 @@ class ProcessionApp:
             }
         )
         await req.send({"type": "http.response.body", "body": body})
+
+    async def _favicon(self, req: _Request) -> None:
+        """No icon (the page names none): 204, so a browser's request for one
+        is not an error in the log or the console."""
+        await send_empty(req.send, 204, [(b"cache-control", b"max-age=86400")])
 
     async def _list_agents(self, req: _Request) -> None:
         body = {agent_id: agent_info(a) for agent_id, a in self.agents.items()}
@@ -516,6 +533,7 @@ class ProcessionApp:
                     registry=self.runs,
                     key=key,
                     shutdown=self.shutdown_event,
+                    hold=self._holds(agent),
                 )
                 return
             try:
@@ -530,6 +548,7 @@ class ProcessionApp:
                     shutdown=self.shutdown_event,
                     grace_s=self.resume_grace_s,
                     gap_frame=gap_frame,
+                    hold=self._holds(agent),
                 )
             finally:
                 await _close_quietly(publisher)
@@ -561,9 +580,10 @@ class ProcessionApp:
         )
 
     def _ui_settings(self) -> StreamSettings:
+        encoder = UiStreamEncoder()  # per run: it follows the open parts
         return StreamSettings(
             headers=UI_STREAM_HEADERS,
-            encode=_encode_ui,
+            encode=lambda chunk: [ui_frame(c) for c in encoder(chunk)],
             failure_frame=_ui_error_frame,
             keepalive_s=self.keepalive_s,
         )
@@ -792,10 +812,6 @@ def _mastra_gap_frame(name: str, message: str, run_id: str) -> bytes:
 
 def _ui_error_frame(message: str) -> bytes:
     return ui_frame({"type": "error", "errorText": redact(message)})
-
-
-def _encode_ui(chunk: Chunk) -> Iterable[bytes]:
-    return [ui_frame(c) for c in ui_chunks(chunk)]
 
 
 def _message(error: BaseException) -> str:

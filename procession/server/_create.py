@@ -10,6 +10,7 @@ from ..runtime import Agent
 from ._app import ProcessionApp
 from ._bus import InProcessRunBus, RunBus
 from ._bus_redis import RedisRunBus
+from ._hold import StepText
 from ._security import Authenticate, Authenticator, Cors, resolve_tokens
 
 __all__ = ["create_app"]
@@ -29,6 +30,7 @@ def create_app(
     resume_buffer_frames: int = 1024,
     bus: RunBus | str | None = None,
     tracer_provider: Any = None,
+    step_text: StepText | Mapping[str, StepText] = "stream",
 ) -> ProcessionApp:
     """An ASGI 3 app serving ``agents``.
 
@@ -76,6 +78,13 @@ def create_app(
             ``step-finish`` and ``finish``.
         tracer_provider: where the request spans go (default the global
             OpenTelemetry provider; nothing is recorded without an SDK).
+        step_text: ``"stream"`` (the default: each step's chunks go out as
+            they are made, and a retried attempt is withdrawn in band by a
+            ``step-retry`` chunk) or ``"hold"`` (each step goes out whole once
+            every ``process_output_step`` has passed it: nothing a processor
+            rejects is ever sent, at the cost of the step's time to first
+            byte, which becomes its whole length, and of memory for one step
+            per stream); or a mapping of agent id to one of them.
 
     Raises ``ConfigurationError`` for a bad argument.
     """
@@ -110,6 +119,7 @@ def create_app(
         bus=run_bus,
         resume_grace_s=float(resume_grace_s),
         tracer_provider=tracer_provider,
+        step_text=step_text,
     )
 
 

@@ -34,7 +34,7 @@ def mastra_frame(chunk: Chunk, run_id: str) -> bytes:
     ``chunk`` in Mastra's JSON (``procession.chunks.to_wire``). An envelope
     chunk without a run id (one a processor built) gets the run's."""
     wire = to_wire(chunk)
-    if "payload" in wire or "object" in wire:
+    if "payload" in wire or "object" in wire or wire["type"].startswith("data-"):
         wire.setdefault("runId", run_id)
         wire.setdefault("from", "AGENT")
     return b"data: " + dumps(wire) + b"\n\n"

@@ -251,6 +251,7 @@ async def stream_resumable(
     shutdown: trio.Event,
     grace_s: float,
     gap_frame: Callable[[str, str], bytes],
+    hold: bool = False,
 ) -> None:
     """Stream ``run`` as a 200 SSE response through its log ``publisher``,
     registered in ``registry`` under ``key`` while it runs.
@@ -258,7 +259,7 @@ async def stream_resumable(
     outlives its client until it ends, is cancelled, or ``grace_s`` passes
     with nobody attached. Checkpoints throughout."""
     async with run as stream, trio.open_nursery() as nursery:
-        reader = registry.streams[key] = RunReader(stream)
+        reader = registry.streams[key] = RunReader(stream, hold)
         try:
             done = trio.Event()
             async with publisher.attach() as subscription:

@@ -18,7 +18,7 @@ nursery per request.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
@@ -28,6 +28,7 @@ import trio
 from .._secrets import get_logger
 from ..chunks import Chunk
 from ..runtime import AgentResult, AgentStream
+from ._hold import HeldSteps
 from ._http import Headers, Receive, Send
 from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
 
@@ -52,8 +53,14 @@ class RunReader:
     chunk already read is never lost in its hand-over."""
 
     stream: AgentStream
+    hold: bool = False
+    """Hold each step until its ``step-finish`` (``create_app(step_text=)``)."""
+    chunks: AsyncIterator[Chunk] = attrs.field(init=False)
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     reading: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        self.chunks = HeldSteps(self.stream) if self.hold else self.stream
 
     async def cancel(self) -> None:
         """Cancel the run (``stream.cancel()``) and cut off the read in
@@ -69,7 +76,7 @@ class RunReader:
         chunk: Chunk | None = None
         with self.scope:
             self.reading = True
-            async for chunk in self.stream:
+            async for chunk in self.chunks:
                 self.reading = False
                 if self.scope.cancel_called:
                     break  # put it outside the scope: never cut off
@@ -81,7 +88,7 @@ class RunReader:
             await put(chunk)
         # A read cut off loses nothing (the run's guarantee): the next one is
         # the abort.
-        async for chunk in self.stream:
+        async for chunk in self.chunks:
             await put(chunk)
 
     async def result(self) -> AgentResult:
@@ -152,6 +159,7 @@ async def stream_response(
     registry: RunRegistry,
     key: str,
     shutdown: trio.Event,
+    hold: bool = False,
 ) -> None:
     """Stream the run ``run`` (an ``agent.stream(...)`` not yet entered) as
     a 200 SSE response framed by ``settings``, registered in ``registry``
@@ -164,7 +172,7 @@ async def stream_response(
     read: backpressure). A disconnect, or cancellation of the caller, cancels
     the run before this returns."""
     async with run as stream, trio.open_nursery() as nursery:
-        reader = registry.streams[key] = RunReader(stream)
+        reader = registry.streams[key] = RunReader(stream, hold)
         try:
             await send(
                 {

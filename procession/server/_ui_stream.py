@@ -33,6 +33,7 @@ from ._http import dumps
 
 __all__ = [
     "UI_STREAM_HEADERS",
+    "UiStreamEncoder",
     "ui_chunks",
     "ui_frame",
 ]
@@ -202,17 +203,52 @@ _PAYLOAD_CONVERTERS: Final[dict[str, Callable[[Wire], list[dict[str, Any]]]]] = 
 
 def ui_chunks(chunk: Chunk) -> list[dict[str, Any]]:
     """The UI message stream chunks for one Mastra chunk (none, one or two),
-    each with only the keys the AI SDK's strict schema allows."""
+    each with only the keys the AI SDK's strict schema allows. ``start``
+    carries the run id as the UI message's ``messageId`` (without one the AI
+    SDK's ``readUIMessageStream`` names the message ``""``)."""
     wire = to_wire(chunk)
     kind = wire["type"]
     if kind.startswith("data-"):
         return [
             _with({"type": kind, "data": wire.get("data")}, wire, "id", "transient")
         ]
+    if kind == "start":
+        return [_with({"type": "start"}, {"messageId": wire.get("runId")}, "messageId")]
     convert = _PAYLOAD_CONVERTERS.get(kind)
     if convert is None:
         return []
     return convert(wire.get("payload") or {})
+
+
+_OPENS: Final = {"text-start": "text", "reasoning-start": "reasoning"}
+_CLOSES: Final = frozenset({"text-end", "reasoning-end"})
+
+
+class UiStreamEncoder:
+    """One run's UI message stream (``ui_chunks``, plus what needs the run's
+    history): the text and reasoning parts still open when a ``tripwire``
+    ends the run are closed first (``text-end`` / ``reasoning-end``), so the
+    AI SDK never leaves a part ``state: "streaming"``."""
+
+    __slots__ = ("_open",)
+
+    def __init__(self) -> None:
+        self._open: dict[str, str] = {}  # part id -> "text" | "reasoning"
+
+    def __call__(self, chunk: Chunk) -> list[dict[str, Any]]:
+        out = ui_chunks(chunk)
+        kind = chunk.type
+        if kind in _OPENS:
+            for part in out:
+                self._open[part["id"]] = _OPENS[kind]
+        elif kind in _CLOSES:
+            for part in out:
+                self._open.pop(part["id"], None)
+        elif kind == "tripwire" and self._open:
+            ends = [{"type": f"{k}-end", "id": i} for i, k in self._open.items()]
+            self._open.clear()
+            out = [*ends, *out]
+        return out
 
 
 def ui_frame(value: Mapping[str, Any]) -> bytes:

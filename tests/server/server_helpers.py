@@ -160,18 +160,25 @@ def sse_events(body: bytes) -> list[Any]:
     return events
 
 
-_MESSAGE_ID = re.compile(r"msg-[0-9a-f]{32}")
+_GENERATED_ID = re.compile(r"(msg|run)-[0-9a-f]{32}")
 
 
 def stable(body: bytes) -> bytes:
-    """``body`` with the generated message ids numbered by first appearance
-    (``msg-1``, ``msg-2``...), so golden bytes do not depend on uuids."""
+    """``body`` with the generated message and run ids numbered by first
+    appearance (``msg-1``, ``msg-2``..., ``run-1``...), so golden bytes do not
+    depend on random ids."""
     seen: dict[str, str] = {}
+    counts: dict[str, int] = {}
 
     def number(match: re.Match[str]) -> str:
-        return seen.setdefault(match.group(0), f"msg-{len(seen) + 1}")
+        found = match.group(0)
+        if found not in seen:
+            kind = match.group(1)
+            counts[kind] = counts.get(kind, 0) + 1
+            seen[found] = f"{kind}-{counts[kind]}"
+        return seen[found]
 
-    return _MESSAGE_ID.sub(number, body.decode()).encode()
+    return _GENERATED_ID.sub(number, body.decode()).encode()
 
 
 # --- agents ------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import trio
 from node_fixture import node_clients_dir
-from server_helpers import BlockSecrets, make_agent
+from server_helpers import BlockSecrets, RetryOnce, make_agent
 
 from procession.server import create_app, serve
 from procession.testing import text_turn, tool_call_turn
@@ -51,12 +51,22 @@ def _agents() -> list[Any]:
             id="tripwire",
             output_processors=[BlockSecrets()],
         ),
+        # A retried first attempt: streamed (the default) and held.
+        *(
+            make_agent(
+                [text_turn("a draft"), text_turn("The full answer.")] * 3,
+                id=agent_id,
+                output_processors=[RetryOnce()],
+                max_processor_retries=1,
+            )
+            for agent_id in ("retry", "retry-held")
+        ),
     ]
 
 
 async def _read_with_node(clients: Path) -> dict[str, Any]:
     assert NODE is not None
-    app = create_app(_agents())
+    app = create_app(_agents(), step_text={"retry-held": "hold"})
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         urls = await nursery.start(
@@ -71,9 +81,7 @@ async def _read_with_node(clients: Path) -> dict[str, Any]:
                         NODE,
                         str(clients / SCRIPT),
                         urls[0],
-                        "text",
-                        "tool",
-                        "tripwire",
+                        *AGENTS,
                     ],
                     capture_stdout=True,
                     capture_stderr=True,
@@ -86,9 +94,12 @@ async def _read_with_node(clients: Path) -> dict[str, Any]:
     return result
 
 
+AGENTS = ["text", "tool", "tripwire", "retry", "retry-held"]
+
+
 async def test_real_clients_agree_with_generate(node_clients: Path) -> None:
     seen = await _read_with_node(node_clients)
-    assert seen["agents"] == ["text", "tool", "tripwire"]
+    assert seen["agents"] == AGENTS
     weather = {
         "name": "weather",
         "input": {"city": "Oslo"},
@@ -119,4 +130,26 @@ async def test_real_clients_agree_with_generate(node_clients: Path) -> None:
         assert mastra["tools"] == generate["tools"] == tools
         assert all(t["state"] == "output-available" for t in ai_sdk["tools"])
         assert ai_sdk["tripwire"] == mastra["tripwire"] == generate["tripwire"] == trip
+        # The UI message has an id (the run's), and no part is left streaming.
+        assert ai_sdk["messageId"].startswith("run-")
+        assert set(ai_sdk["textStates"]) == {"done"}
     assert seen["tripwire"]["mastra"]["types"][-1] == "tripwire"
+
+
+async def test_what_stock_clients_assemble_of_a_retry_in_each_mode(
+    node_clients: Path,
+) -> None:
+    """Streamed (the default), a retried attempt reaches stock clients, which
+    do not withdraw it: the AI SDK keeps its text part beside the accepted
+    one, client-js users joining deltas read both. Held, nothing the
+    processor rejected is sent: every client assembles ``result.text``."""
+    seen = await _read_with_node(node_clients)
+    accepted = "The full answer."
+    streamed, held = seen["retry"], seen["retry-held"]
+    assert streamed["generate"]["text"] == held["generate"]["text"] == accepted
+    assert streamed["aiSdk"]["text"] == "a draft" + accepted
+    assert streamed["mastra"]["text"] == "a draft" + accepted
+    assert "step-retry" in streamed["mastra"]["types"]
+    assert held["aiSdk"]["text"] == held["mastra"]["text"] == accepted
+    assert "step-retry" in held["mastra"]["types"]  # said, with nothing to drop
+    assert held["aiSdk"]["invalid"] == []

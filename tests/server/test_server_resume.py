@@ -185,7 +185,8 @@ async def test_the_chat_stream_resumes_and_is_204_when_nothing_runs(
     assert again.headers["x-vercel-ai-ui-message-stream"] == "v1"
     replay = frames(again.body)  # everything, from frame 1
     assert [seq for seq, _ in replay] == list(range(1, len(replay) + 1))
-    assert replay[0][1] == {"type": "start"}
+    assert replay[0][1]["type"] == "start"
+    assert re.fullmatch(r"run-[0-9a-f]{32}", replay[0][1]["messageId"])
     assert replay[-1][1] == "[DONE]"
     deltas = "".join(
         d["delta"] for _, d in replay if isinstance(d, dict) and "delta" in d

@@ -44,7 +44,9 @@ async function viaAiSdk(agentId) {
   return {
     headers: Object.fromEntries(response.headers),
     invalid,
+    messageId: message?.id ?? null,
     text: parts.filter((p) => p.type === "text").map((p) => p.text).join(""),
+    textStates: parts.filter((p) => p.type === "text").map((p) => p.state),
     tools: parts
       .filter((p) => p.type.startsWith("tool-"))
       .map((p) => ({ name: p.type.slice(5), state: p.state, input: p.input, output: p.output })),
