@@ -1,5 +1,5 @@
-"""The agent: its configuration and the per-call options of ``generate`` /
-``stream``.
+"""The agent: its configuration, and ``generate`` / ``stream`` applying a
+call's options (their one list is ``CallOptions``, in ``_options``) to it.
 
 One call is one *run*: ``procession.runtime._run`` is its coordinator (the step
 loop), ``_step`` one attempt, ``_hooks`` the hook lanes, ``_stream`` the client
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Never, TypeAlias
+from typing import Any, Final
 
 from ..actors import ExecutionMode
 from ..data import Message, SystemMessage
@@ -24,8 +24,7 @@ from ..processors import (
     RequestContext,
 )
 from ._options import (
-    CALL_OPTIONS,
-    USE_AGENT_DEFAULT,
+    CallOptions,
     ProcessorList,
     UseAgentDefault,
     check_execution_mode,
@@ -33,8 +32,8 @@ from ._options import (
     check_seconds,
     new_run_id,
     or_default,
-    reject_unknown,
     resolve_lane,
+    takes_call_options,
 )
 from ._registrations import Registrations
 from ._result import AgentResult
@@ -47,9 +46,6 @@ __all__ = ["Agent"]
 _DEFAULT_BUDGET_WITH_ERROR_PROCESSORS: Final = 10  # the seed's number (SPEC §2.3)
 DEFAULT_IDLE_TIMEOUT: Final = 60.0
 """Seconds a model stream may go without an event before ``ModelIdleTimeout``."""
-
-LaneOption: TypeAlias = ProcessorList | UseAgentDefault | None
-"""A lane per call: a list, a callable of the request context, or the default."""
 
 
 class Agent:
@@ -184,33 +180,31 @@ class Agent:
         return found
 
     def _prepare(
-        self, messages: Any, options: Mapping[str, Any]
+        self, messages: Any, options: CallOptions
     ) -> tuple[RunSpec, MessageList]:
-        """The call's spec and conversation, every option checked. ``options``
-        holds every name of ``CALL_OPTIONS``, as ``stream`` / ``generate`` took
-        them (their signatures are the typed, documented form)."""
-        input_processors = options["input_processors"]
-        output_processors = options["output_processors"]
-        error_processors = options["error_processors"]
-        max_processor_retries = options["max_processor_retries"]
-        prepare_step = options["prepare_step"]
-        request_context = options["request_context"]
-        max_steps = options["max_steps"]
-        model_settings = options["model_settings"]
-        provider_options = options["provider_options"]
-        tool_choice = options["tool_choice"]
-        active_tools = options["active_tools"]
-        model = options["model"]
-        execution_mode = options["execution_mode"]
-        run_id = options["run_id"]
+        """The call's spec and conversation, every option checked."""
+        input_processors = options.input_processors
+        output_processors = options.output_processors
+        error_processors = options.error_processors
+        max_processor_retries = options.max_processor_retries
+        prepare_step = options.prepare_step
+        request_context = options.request_context
+        max_steps = options.max_steps
+        model_settings = options.model_settings
+        provider_options = options.provider_options
+        tool_choice = options.tool_choice
+        active_tools = options.active_tools
+        model = options.model
+        execution_mode = options.execution_mode
+        run_id = options.run_id
         idle_timeout = check_seconds(
-            "idle_timeout", or_default(options["idle_timeout"], self.idle_timeout)
+            "idle_timeout", or_default(options.idle_timeout, self.idle_timeout)
         )
         run_deadline = check_seconds(
-            "run_deadline", or_default(options["run_deadline"], self.run_deadline)
+            "run_deadline", or_default(options.run_deadline, self.run_deadline)
         )
         thread_id, resource_id = _memory_ids(
-            options["memory"], options["thread_id"], options["resource_id"]
+            options.memory, options.thread_id, options.resource_id
         )
         context = (
             request_context
@@ -313,32 +307,9 @@ class Agent:
         message_list.add(messages, "input")
         return message_list
 
+    @takes_call_options
     def stream(
-        self,
-        messages: Any,
-        *,
-        input_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        output_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        error_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        max_processor_retries: int | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        prepare_step: Callable[[ProcessInputStepArgs], Any]
-        | UseAgentDefault
-        | None = USE_AGENT_DEFAULT,
-        request_context: RequestContext | Mapping[str, Any] | None = None,
-        max_steps: int | UseAgentDefault = USE_AGENT_DEFAULT,
-        model_settings: Mapping[str, Any] | None = None,
-        provider_options: Mapping[str, Any] | None = None,
-        tool_choice: Any = USE_AGENT_DEFAULT,
-        active_tools: Sequence[str] | None = None,
-        model: LanguageModel | str | UseAgentDefault = USE_AGENT_DEFAULT,
-        execution_mode: ExecutionMode | UseAgentDefault = USE_AGENT_DEFAULT,
-        idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        run_id: str | None = None,
-        memory: Mapping[str, Any] | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        **unexpected: Never,
+        self, messages: Any, options: CallOptions
     ) -> AbstractAsyncContextManager[AgentStream]:
         """Start a run; ``async with agent.stream(...) as stream:`` then iterate.
 
@@ -347,36 +318,12 @@ class Agent:
         ``ConfigurationError``); the run's tasks live inside the ``async with``,
         and leaving it early cancels the run and closes the provider connection.
         """
-        reject_unknown("stream", unexpected)
-        spec, message_list = self._prepare(messages, _options_of(locals()))
+        spec, message_list = self._prepare(messages, options)
         return open_stream(spec, message_list)
 
+    @takes_call_options
     def generate(
-        self,
-        messages: Any,
-        *,
-        input_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        output_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        error_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        max_processor_retries: int | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        prepare_step: Callable[[ProcessInputStepArgs], Any]
-        | UseAgentDefault
-        | None = USE_AGENT_DEFAULT,
-        request_context: RequestContext | Mapping[str, Any] | None = None,
-        max_steps: int | UseAgentDefault = USE_AGENT_DEFAULT,
-        model_settings: Mapping[str, Any] | None = None,
-        provider_options: Mapping[str, Any] | None = None,
-        tool_choice: Any = USE_AGENT_DEFAULT,
-        active_tools: Sequence[str] | None = None,
-        model: LanguageModel | str | UseAgentDefault = USE_AGENT_DEFAULT,
-        execution_mode: ExecutionMode | UseAgentDefault = USE_AGENT_DEFAULT,
-        idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        run_id: str | None = None,
-        memory: Mapping[str, Any] | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        **unexpected: Never,
+        self, messages: Any, options: CallOptions
     ) -> Coroutine[Any, Any, AgentResult]:
         """Run to the end; ``await`` the returned coroutine for the result.
 
@@ -396,13 +343,12 @@ class Agent:
         ``memory`` (``{"thread": id or {"id": ...}, "resource": id}``, as
         Mastra's call option), ``thread_id`` and ``resource_id`` (its aliases).
         """
-        reject_unknown("generate", unexpected)
-        spec, message_list = self._prepare(messages, _options_of(locals()))
+        spec, message_list = self._prepare(messages, options)
         return _generate(spec, message_list)
 
 
 def _memory_ids(
-    option: Any, thread_id: str | None, resource_id: str | None
+    option: object, thread_id: str | None, resource_id: str | None
 ) -> tuple[str | None, str | None]:
     """The call's thread and resource: the ``memory`` option (Mastra's
     ``{thread, resource}``; ``thread`` a str or ``{"id": ...}``) or its aliases
@@ -447,11 +393,6 @@ def _with_working_memory_tool(tools: ToolSet, memory: Memory) -> ToolSet:
         execute=spec.execute,
     )
     return ToolSet([*tools.values(), tool])
-
-
-def _options_of(scope: Mapping[str, Any]) -> dict[str, Any]:
-    """The per-call options out of ``stream`` / ``generate``'s own locals."""
-    return {name: scope[name] for name in CALL_OPTIONS}
 
 
 async def _generate(spec: RunSpec, message_list: MessageList) -> AgentResult:
