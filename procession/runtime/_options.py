@@ -44,6 +44,7 @@ __all__ = [
     "CallOptions",
     "ProcessorList",
     "UseAgentDefault",
+    "check_callable",
     "check_execution_mode",
     "check_int",
     "check_seconds",
@@ -200,6 +201,13 @@ def resolve_lane(
             f"context returning one, got {value!r}"
         )
     return list(value)
+
+
+def check_callable(name: str, value: _T) -> _T:
+    """``value``, which must be callable or None."""
+    if value is not None and not callable(value):
+        raise ConfigurationError(f"{name} must be callable, got {value!r}")
+    return value
 
 
 def check_int(name: str, value: Any, *, minimum: int, allow_none: bool) -> None:
