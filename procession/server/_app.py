@@ -363,10 +363,7 @@ class ProcessionApp:
             )
         parent = span.run_context()
         try:
-            run = under(
-                parent,
-                lambda: agent.stream(list(request.messages), **request.options()),
-            )
+            run = under(parent, lambda: request.stream(agent))
         except ConfigurationError as exc:
             raise HttpError(400, str(exc)) from exc
         return enter_run(parent, run)
