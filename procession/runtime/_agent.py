@@ -1,5 +1,5 @@
-"""The agent: its configuration and the per-call options of ``generate`` /
-``stream``.
+"""The agent: its configuration, and ``generate`` / ``stream`` applying a
+call's options (their one list is ``CallOptions``, in ``_options``) to it.
 
 One call is one *run*: ``procession.runtime._run`` is its coordinator (the step
 loop), ``_step`` one attempt, ``_hooks`` the hook lanes, ``_stream`` the client
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Never, TypeAlias
+from typing import Any, Final
 
 from ..actors import ExecutionMode
 from ..data import Message, SystemMessage
@@ -21,20 +21,21 @@ from ..processors import (
     ConfigurationError,
     MessageList,
     ProcessInputStepArgs,
+    ProcessorSet,
     RequestContext,
 )
 from ._options import (
-    CALL_OPTIONS,
-    USE_AGENT_DEFAULT,
+    CallOptions,
     ProcessorList,
     UseAgentDefault,
+    check_callable,
     check_execution_mode,
     check_int,
     check_seconds,
     new_run_id,
     or_default,
-    reject_unknown,
     resolve_lane,
+    takes_call_options,
 )
 from ._registrations import Registrations
 from ._result import AgentResult
@@ -47,9 +48,6 @@ __all__ = ["Agent"]
 _DEFAULT_BUDGET_WITH_ERROR_PROCESSORS: Final = 10  # the seed's number (SPEC §2.3)
 DEFAULT_IDLE_TIMEOUT: Final = 60.0
 """Seconds a model stream may go without an event before ``ModelIdleTimeout``."""
-
-LaneOption: TypeAlias = ProcessorList | UseAgentDefault | None
-"""A lane per call: a list, a callable of the request context, or the default."""
 
 
 class Agent:
@@ -151,11 +149,7 @@ class Agent:
         self.max_processor_retries = max_processor_retries
         check_int("max_steps", max_steps, minimum=1, allow_none=False)
         self.max_steps = max_steps
-        if prepare_step is not None and not callable(prepare_step):
-            raise ConfigurationError(
-                f"prepare_step must be callable, got {prepare_step!r}"
-            )
-        self.prepare_step = prepare_step
+        self.prepare_step = check_callable("prepare_step", prepare_step)
         self.model_settings = dict(model_settings or {})
         self.provider_options = dict(provider_options or {})
         self.tool_choice = tool_choice
@@ -184,38 +178,70 @@ class Agent:
         return found
 
     def _prepare(
-        self, messages: Any, options: Mapping[str, Any]
+        self, messages: Any, options: CallOptions
     ) -> tuple[RunSpec, MessageList]:
-        """The call's spec and conversation, every option checked. ``options``
-        holds every name of ``CALL_OPTIONS``, as ``stream`` / ``generate`` took
-        them (their signatures are the typed, documented form)."""
-        input_processors = options["input_processors"]
-        output_processors = options["output_processors"]
-        error_processors = options["error_processors"]
-        max_processor_retries = options["max_processor_retries"]
-        prepare_step = options["prepare_step"]
-        request_context = options["request_context"]
-        max_steps = options["max_steps"]
-        model_settings = options["model_settings"]
-        provider_options = options["provider_options"]
-        tool_choice = options["tool_choice"]
-        active_tools = options["active_tools"]
-        model = options["model"]
-        execution_mode = options["execution_mode"]
-        run_id = options["run_id"]
+        """The call's spec and conversation: the agent's values with the call's
+        ``options`` applied. Every option is checked here, before anything runs,
+        in the order written (a ``ConfigurationError`` names the first bad one)."""
         idle_timeout = check_seconds(
-            "idle_timeout", or_default(options["idle_timeout"], self.idle_timeout)
+            "idle_timeout", or_default(options.idle_timeout, self.idle_timeout)
         )
         run_deadline = check_seconds(
-            "run_deadline", or_default(options["run_deadline"], self.run_deadline)
+            "run_deadline", or_default(options.run_deadline, self.run_deadline)
         )
+        context, thread_id, resource_id = self._call_context(options)
+        processors = self._processors(options, context)
+        budget = self._budget(options, processors)
+        max_steps = or_default(options.max_steps, self.max_steps)
+        check_int("max_steps", max_steps, minimum=1, allow_none=False)
+        prepare_step = check_callable(
+            "prepare_step", or_default(options.prepare_step, self.prepare_step)
+        )
+        mode = check_execution_mode(
+            or_default(options.execution_mode, self.execution_mode)
+        )
+        model = self._model(options)
+        tools = self._tools()
+        active_tools = _active_tools(options, tools)
+        spec = RunSpec(
+            run_id=options.run_id or new_run_id(),
+            processors=processors,
+            prepare_step=prepare_step,
+            budget=budget,
+            max_steps=max_steps,
+            request_context=context,
+            model=model,
+            model_for=self.model_for,
+            tools=tools,
+            tool_choice=or_default(options.tool_choice, self.tool_choice),
+            active_tools=active_tools,
+            model_settings={**self.model_settings, **(options.model_settings or {})},
+            provider_options={
+                **self.provider_options,
+                **(options.provider_options or {}),
+            },
+            mode=mode,
+            idle_timeout=idle_timeout,
+            run_deadline=run_deadline,
+            agent_id=self.id,
+            agent_name=self.name,
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            memory=self.memory,
+        )
+        return spec, self._conversation(messages, context, thread_id, resource_id)
+
+    def _call_context(
+        self, options: CallOptions
+    ) -> tuple[RequestContext, str | None, str | None]:
+        """The call's request context, thread and resource. With memory, both
+        ids are required, and the context carries them (as in Mastra)."""
         thread_id, resource_id = _memory_ids(
-            options["memory"], options["thread_id"], options["resource_id"]
+            options.memory, options.thread_id, options.resource_id
         )
+        given = options.request_context
         context = (
-            request_context
-            if isinstance(request_context, RequestContext)
-            else RequestContext(request_context or {})
+            given if isinstance(given, RequestContext) else RequestContext(given or {})
         )
         if self.memory is not None:
             thread_id = thread_id or context.thread_id
@@ -229,65 +255,59 @@ class Agent:
                 context = RequestContext(
                     {**context, "thread_id": thread_id, "resource_id": resource_id}
                 )
-        lanes = {
-            "input_processors": or_default(input_processors, self.input_processors),
-            "output_processors": or_default(output_processors, self.output_processors),
-            "error_processors": or_default(error_processors, self.error_processors),
-        }
-        resolved = {k: resolve_lane(v, context, k) for k, v in lanes.items()}
-        tools = self.tools
-        memory = self.memory
-        if memory is not None:
+        return context, thread_id, resource_id
+
+    def _processors(
+        self, options: CallOptions, context: RequestContext
+    ) -> ProcessorSet:
+        """The call's three lanes (a lane may be a callable of ``context``),
+        registered; memory's processors come first in the input lane."""
+        input_lane = resolve_lane(
+            or_default(options.input_processors, self.input_processors),
+            context,
+            "input_processors",
+        )
+        output_lane = resolve_lane(
+            or_default(options.output_processors, self.output_processors),
+            context,
+            "output_processors",
+        )
+        error_lane = resolve_lane(
+            or_default(options.error_processors, self.error_processors),
+            context,
+            "error_processors",
+        )
+        if self.memory is not None:
             # The seed: memory's processors "always stay, before your lists"; one
             # the caller lists explicitly (same id) replaces the automatic one.
-            listed = {getattr(p, "id", None) for p in resolved["input_processors"]}
-            automatic = [p for p in memory.input_processors() if p.id not in listed]
-            resolved["input_processors"] = [*automatic, *resolved["input_processors"]]
-            tools = _with_working_memory_tool(tools, memory)
-        processors = self._registrations.register(
-            input=resolved["input_processors"],
-            output=resolved["output_processors"],
-            error=resolved["error_processors"],
+            listed = {getattr(p, "id", None) for p in input_lane}
+            automatic = [
+                p for p in self.memory.input_processors() if p.id not in listed
+            ]
+            input_lane = [*automatic, *input_lane]
+        return self._registrations.register(
+            input=input_lane, output=output_lane, error=error_lane
         )
-        budget = or_default(max_processor_retries, self.max_processor_retries)
+
+    def _tools(self) -> ToolSet:
+        """The agent's tools, plus ``updateWorkingMemory`` with working memory."""
+        if self.memory is None:
+            return self.tools
+        return _with_working_memory_tool(self.tools, self.memory)
+
+    def _budget(self, options: CallOptions, processors: ProcessorSet) -> int | None:
+        """The retry budget: unset means none, or the seed's 10 once error
+        processors are configured."""
+        budget = or_default(options.max_processor_retries, self.max_processor_retries)
         check_int("max_processor_retries", budget, minimum=0, allow_none=True)
-        if budget is None and resolved["error_processors"]:
-            budget = _DEFAULT_BUDGET_WITH_ERROR_PROCESSORS
-        steps = or_default(max_steps, self.max_steps)
-        check_int("max_steps", steps, minimum=1, allow_none=False)
-        prepare = or_default(prepare_step, self.prepare_step)
-        if prepare is not None and not callable(prepare):
-            raise ConfigurationError(f"prepare_step must be callable, got {prepare!r}")
-        mode = check_execution_mode(or_default(execution_mode, self.execution_mode))
-        chosen = (
-            self.model if isinstance(model, UseAgentDefault) else self.model_for(model)
-        )
-        if active_tools is not None:
-            tools.names(list(active_tools))  # unknown names are an error now
-        spec = RunSpec(
-            run_id=run_id or new_run_id(),
-            processors=processors,
-            prepare_step=prepare,
-            budget=budget,
-            max_steps=steps,
-            request_context=context,
-            model=chosen,
-            model_for=self.model_for,
-            tools=tools,
-            tool_choice=or_default(tool_choice, self.tool_choice),
-            active_tools=list(active_tools) if active_tools is not None else None,
-            model_settings={**self.model_settings, **(model_settings or {})},
-            provider_options={**self.provider_options, **(provider_options or {})},
-            mode=mode,
-            idle_timeout=idle_timeout,
-            run_deadline=run_deadline,
-            agent_id=self.id,
-            agent_name=self.name,
-            tracer_provider=self.tracer_provider,
-            meter_provider=self.meter_provider,
-            memory=memory,
-        )
-        return spec, self._conversation(messages, context, thread_id, resource_id)
+        if budget is None and processors.error:
+            return _DEFAULT_BUDGET_WITH_ERROR_PROCESSORS
+        return budget
+
+    def _model(self, options: CallOptions) -> LanguageModel:
+        if isinstance(options.model, UseAgentDefault):
+            return self.model
+        return self.model_for(options.model)
 
     def _conversation(
         self,
@@ -313,32 +333,9 @@ class Agent:
         message_list.add(messages, "input")
         return message_list
 
+    @takes_call_options
     def stream(
-        self,
-        messages: Any,
-        *,
-        input_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        output_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        error_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        max_processor_retries: int | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        prepare_step: Callable[[ProcessInputStepArgs], Any]
-        | UseAgentDefault
-        | None = USE_AGENT_DEFAULT,
-        request_context: RequestContext | Mapping[str, Any] | None = None,
-        max_steps: int | UseAgentDefault = USE_AGENT_DEFAULT,
-        model_settings: Mapping[str, Any] | None = None,
-        provider_options: Mapping[str, Any] | None = None,
-        tool_choice: Any = USE_AGENT_DEFAULT,
-        active_tools: Sequence[str] | None = None,
-        model: LanguageModel | str | UseAgentDefault = USE_AGENT_DEFAULT,
-        execution_mode: ExecutionMode | UseAgentDefault = USE_AGENT_DEFAULT,
-        idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        run_id: str | None = None,
-        memory: Mapping[str, Any] | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        **unexpected: Never,
+        self, messages: Any, options: CallOptions
     ) -> AbstractAsyncContextManager[AgentStream]:
         """Start a run; ``async with agent.stream(...) as stream:`` then iterate.
 
@@ -347,36 +344,12 @@ class Agent:
         ``ConfigurationError``); the run's tasks live inside the ``async with``,
         and leaving it early cancels the run and closes the provider connection.
         """
-        reject_unknown("stream", unexpected)
-        spec, message_list = self._prepare(messages, _options_of(locals()))
+        spec, message_list = self._prepare(messages, options)
         return open_stream(spec, message_list)
 
+    @takes_call_options
     def generate(
-        self,
-        messages: Any,
-        *,
-        input_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        output_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        error_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        max_processor_retries: int | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        prepare_step: Callable[[ProcessInputStepArgs], Any]
-        | UseAgentDefault
-        | None = USE_AGENT_DEFAULT,
-        request_context: RequestContext | Mapping[str, Any] | None = None,
-        max_steps: int | UseAgentDefault = USE_AGENT_DEFAULT,
-        model_settings: Mapping[str, Any] | None = None,
-        provider_options: Mapping[str, Any] | None = None,
-        tool_choice: Any = USE_AGENT_DEFAULT,
-        active_tools: Sequence[str] | None = None,
-        model: LanguageModel | str | UseAgentDefault = USE_AGENT_DEFAULT,
-        execution_mode: ExecutionMode | UseAgentDefault = USE_AGENT_DEFAULT,
-        idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT,
-        run_id: str | None = None,
-        memory: Mapping[str, Any] | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        **unexpected: Never,
+        self, messages: Any, options: CallOptions
     ) -> Coroutine[Any, Any, AgentResult]:
         """Run to the end; ``await`` the returned coroutine for the result.
 
@@ -396,13 +369,12 @@ class Agent:
         ``memory`` (``{"thread": id or {"id": ...}, "resource": id}``, as
         Mastra's call option), ``thread_id`` and ``resource_id`` (its aliases).
         """
-        reject_unknown("generate", unexpected)
-        spec, message_list = self._prepare(messages, _options_of(locals()))
+        spec, message_list = self._prepare(messages, options)
         return _generate(spec, message_list)
 
 
 def _memory_ids(
-    option: Any, thread_id: str | None, resource_id: str | None
+    option: object, thread_id: str | None, resource_id: str | None
 ) -> tuple[str | None, str | None]:
     """The call's thread and resource: the ``memory`` option (Mastra's
     ``{thread, resource}``; ``thread`` a str or ``{"id": ...}``) or its aliases
@@ -466,9 +438,12 @@ def _with_working_memory_tool(tools: ToolSet, memory: Memory) -> ToolSet:
     return ToolSet([*tools.values(), tool])
 
 
-def _options_of(scope: Mapping[str, Any]) -> dict[str, Any]:
-    """The per-call options out of ``stream`` / ``generate``'s own locals."""
-    return {name: scope[name] for name in CALL_OPTIONS}
+def _active_tools(options: CallOptions, tools: ToolSet) -> list[str] | None:
+    """The call's ``active_tools``, each a name in ``tools``."""
+    if options.active_tools is None:
+        return None
+    tools.names(list(options.active_tools))  # unknown names are an error now
+    return list(options.active_tools)
 
 
 async def _generate(spec: RunSpec, message_list: MessageList) -> AgentResult:

@@ -1,26 +1,50 @@
-"""Per-call options: the "use the agent's default" sentinel and the checks.
+"""Per-call options: ``CallOptions``, the one list of them; the "use the agent's
+default" sentinel; and the checks.
 
-``Agent.generate`` / ``Agent.stream`` take every option as a typed keyword
-whose default is ``USE_AGENT_DEFAULT`` (in the style of httpx's
-``USE_CLIENT_DEFAULT``): an option left out, or passed as that sentinel, takes
-the agent's value. An unknown keyword is a ``TypeError`` that lists the valid
-options, raised when the method is called.
+``Agent.generate`` / ``Agent.stream`` take each field of ``CallOptions`` as a
+typed keyword: ``@takes_call_options`` spells their signatures from the
+class, so mypy checks every keyword of every call, and ``help()`` and IDEs show
+each one with its type. Most default to ``USE_AGENT_DEFAULT`` (in the style of
+httpx's ``USE_CLIENT_DEFAULT``): an option left out, or passed as that
+sentinel, takes the agent's value. An unknown keyword is a ``TypeError`` that
+lists the valid options, raised when the method is called; a bad value is a
+``ConfigurationError`` naming the option, raised by ``Agent._prepare`` before
+anything runs.
+
+To add a per-call option:
+
+1. add one line to ``CallOptions``: its name, type and default
+   (``USE_AGENT_DEFAULT`` when the agent has a value of its own);
+2. check and use it where ``Agent._prepare`` (``_agent.py``) resolves the call
+   (a bad value is a ``ConfigurationError`` naming the option; a value the run
+   needs goes into a ``RunSpec`` field);
+3. name it in ``Agent.generate``'s docstring (a test fails until it is).
+
+The signatures, the ``TypeError``'s list and ``CALL_OPTIONS`` follow from the
+class.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import secrets
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar, cast
+
+import attrs
 
 from ..actors import ExecutionMode
-from ..processors import ConfigurationError, RequestContext
+from ..models import LanguageModel
+from ..processors import ConfigurationError, ProcessInputStepArgs, RequestContext
 
 __all__ = [
     "CALL_OPTIONS",
     "USE_AGENT_DEFAULT",
+    "CallOptions",
     "ProcessorList",
     "UseAgentDefault",
+    "check_callable",
     "check_execution_mode",
     "check_int",
     "check_seconds",
@@ -28,36 +52,17 @@ __all__ = [
     "or_default",
     "reject_unknown",
     "resolve_lane",
+    "takes_call_options",
 ]
 
 ProcessorList = Sequence[object] | Callable[[RequestContext], Sequence[object]]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+_S = TypeVar("_S")
+_R = TypeVar("_R")
 
 EXECUTION_MODES: Final = ("adaptive", "fused", "actors")
-
-CALL_OPTIONS: Final = (
-    "input_processors",
-    "output_processors",
-    "error_processors",
-    "max_processor_retries",
-    "prepare_step",
-    "request_context",
-    "max_steps",
-    "model_settings",
-    "provider_options",
-    "tool_choice",
-    "active_tools",
-    "model",
-    "execution_mode",
-    "idle_timeout",
-    "run_deadline",
-    "run_id",
-    "memory",
-    "thread_id",
-    "resource_id",
-)
-"""Every per-call option of ``generate`` / ``stream``, in the signature's order."""
 
 
 def new_run_id() -> str:
@@ -88,12 +93,91 @@ USE_AGENT_DEFAULT: Final = UseAgentDefault()
 """Pass (or leave out) an option as this to use the agent's own value."""
 
 
+@attrs.frozen(kw_only=True)
+class CallOptions:
+    """The per-call options of ``Agent.generate`` / ``Agent.stream``, one line
+    each, in the signatures' order (``Agent.generate``'s docstring says what
+    each does). Values are as the caller gave them: ``Agent._prepare`` checks
+    them and applies the agent's defaults."""
+
+    input_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT
+    output_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT
+    error_processors: ProcessorList | UseAgentDefault | None = USE_AGENT_DEFAULT
+    max_processor_retries: int | UseAgentDefault | None = USE_AGENT_DEFAULT
+    prepare_step: Callable[[ProcessInputStepArgs], Any] | UseAgentDefault | None = (
+        USE_AGENT_DEFAULT
+    )
+    request_context: RequestContext | Mapping[str, Any] | None = None
+    max_steps: int | UseAgentDefault = USE_AGENT_DEFAULT
+    model_settings: Mapping[str, Any] | None = None
+    provider_options: Mapping[str, Any] | None = None
+    tool_choice: Any = USE_AGENT_DEFAULT
+    active_tools: Sequence[str] | None = None
+    model: LanguageModel | str | UseAgentDefault = USE_AGENT_DEFAULT
+    execution_mode: ExecutionMode | UseAgentDefault = USE_AGENT_DEFAULT
+    idle_timeout: float | UseAgentDefault | None = USE_AGENT_DEFAULT
+    run_deadline: float | UseAgentDefault | None = USE_AGENT_DEFAULT
+    run_id: str | None = None
+    memory: Mapping[str, Any] | None = None
+    thread_id: str | None = None
+    resource_id: str | None = None
+
+
+CALL_OPTIONS: Final = tuple(field.name for field in attrs.fields(CallOptions))
+"""Every per-call option of ``generate`` / ``stream``, in the signature's order."""
+_NAMES: Final = frozenset(CALL_OPTIONS)
+
+
+def _spelled_from(
+    options: Callable[_P, CallOptions],
+) -> Callable[
+    [Callable[[_S, Any, CallOptions], _R]], Callable[Concatenate[_S, Any, _P], _R]
+]:
+    """A decorator: a method ``(self, messages, options: CallOptions)`` called
+    as ``(self, messages, *, <each option>)``. ``options`` is ``CallOptions``,
+    passed so that the type checker binds ``_P`` to the keywords of its
+    ``__init__`` (keyword-only, with the fields' types and defaults)."""
+
+    def spell(
+        method: Callable[[_S, Any, CallOptions], _R],
+    ) -> Callable[Concatenate[_S, Any, _P], _R]:
+        name = method.__name__
+
+        @functools.wraps(method)
+        def with_keywords(self: _S, messages: Any, **keywords: Any) -> _R:
+            reject_unknown(name, keywords.keys() - _NAMES)
+            return method(self, messages, CallOptions(**keywords))
+
+        # What inspect.signature (help(), IDEs reading the runtime) shows: self,
+        # messages and the options. (Set through __dict__: typeshed's function
+        # types do not declare __signature__.)
+        own = inspect.signature(method)
+        with_keywords.__dict__["__signature__"] = own.replace(
+            parameters=[
+                *list(own.parameters.values())[:2],
+                *inspect.signature(options).parameters.values(),
+            ]
+        )
+        # with_keywords takes **keywords and builds a CallOptions, whose
+        # __init__ is keyword-only: it is called exactly as _P says.
+        return cast(Callable[Concatenate[_S, Any, _P], _R], with_keywords)
+
+    return spell
+
+
+takes_call_options = _spelled_from(CallOptions)
+"""``@takes_call_options`` on ``Agent.stream`` / ``Agent.generate``: the method
+is written ``(self, messages, options: CallOptions)`` and called with each
+option as a keyword, which mypy checks against its field's type. An unknown
+keyword is a ``TypeError`` naming the valid options, raised at the call."""
+
+
 def or_default(value: _T | UseAgentDefault, default: _T) -> _T:
     """``value``, or ``default`` when ``value`` is ``USE_AGENT_DEFAULT``."""
     return default if isinstance(value, UseAgentDefault) else value
 
 
-def reject_unknown(method: str, unexpected: Mapping[str, Any]) -> None:
+def reject_unknown(method: str, unexpected: Collection[str]) -> None:
     """A ``TypeError`` naming the unknown keywords and the valid options."""
     if unexpected:
         names = ", ".join(sorted(unexpected))
@@ -117,6 +201,13 @@ def resolve_lane(
             f"context returning one, got {value!r}"
         )
     return list(value)
+
+
+def check_callable(name: str, value: _T) -> _T:
+    """``value``, which must be callable or None."""
+    if value is not None and not callable(value):
+        raise ConfigurationError(f"{name} must be callable, got {value!r}")
+    return value
 
 
 def check_int(name: str, value: Any, *, minimum: int, allow_none: bool) -> None:

@@ -475,10 +475,7 @@ class ProcessionApp:
             )
         parent = span.run_context()
         try:
-            run = under(
-                parent,
-                lambda: agent.stream(list(request.messages), **request.options()),
-            )
+            run = under(parent, lambda: request.stream(agent))
         except MissingThreadError:
             # procession's documented rule (Mastra would run without memory).
             raise HttpError(

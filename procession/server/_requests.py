@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import attrs
 
 from ..data import Message, SystemMessage
 from ..processors import MessageFormatError
-from ..runtime import new_run_id
+from ..runtime import USE_AGENT_DEFAULT, Agent, AgentStream, new_run_id
 from ..wire import parse_message
 from ._http import HttpError
 from ._security import check_id
@@ -36,24 +37,21 @@ class RunRequest:
     provider_options: Mapping[str, Any] | None = None
     active_tools: tuple[str, ...] | None = None
 
-    def options(self) -> dict[str, Any]:
-        """The keywords for ``Agent.stream`` / ``Agent.generate`` (unset ones
-        left out, so the agent's own values apply)."""
-        out: dict[str, Any] = {"request_context": dict(self.request_context)}
-        out["run_id"] = self.run_id
-        for name in (
-            "thread_id",
-            "resource_id",
-            "max_steps",
-            "model_settings",
-            "provider_options",
-        ):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        if self.active_tools is not None:
-            out["active_tools"] = list(self.active_tools)
-        return out
+    def stream(self, agent: Agent) -> AbstractAsyncContextManager[AgentStream]:
+        """``agent.stream(...)`` for this request: its messages and the options
+        it sets (an unset one keeps the agent's value). Raises what
+        ``Agent.stream`` raises."""
+        return agent.stream(
+            list(self.messages),
+            request_context=dict(self.request_context),
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            resource_id=self.resource_id,
+            max_steps=USE_AGENT_DEFAULT if self.max_steps is None else self.max_steps,
+            model_settings=self.model_settings,
+            provider_options=self.provider_options,
+            active_tools=None if self.active_tools is None else list(self.active_tools),
+        )
 
 
 def _new_id() -> str:

@@ -37,9 +37,9 @@ def test_an_unknown_option_is_a_type_error_naming_the_valid_ones() -> None:
     with pytest.raises(
         TypeError, match=r"max_stepz.*per-call options are: .*max_steps"
     ):
-        agent.generate("hi", max_stepz=3)  # type: ignore[arg-type,unused-coroutine]  # the typo under test; raises before a coroutine exists
+        agent.generate("hi", max_stepz=3)  # type: ignore[call-arg,unused-coroutine]  # the typo under test; raises before a coroutine exists
     with pytest.raises(TypeError, match=r"Agent\.stream\(\) got unexpected.*max_stepz"):
-        agent.stream("hi", max_stepz=3)  # type: ignore[arg-type]  # the typo under test
+        agent.stream("hi", max_stepz=3)  # type: ignore[call-arg]  # the typo under test
 
 
 def test_generate_checks_its_options_when_called_and_returns_a_coroutine() -> None:
