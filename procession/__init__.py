@@ -17,6 +17,7 @@ import-linter contracts in ``pyproject.toml`` check it):
 
 from . import chunks as chunks
 from . import messages as messages
+from ._errors import ApprovalAlreadyDecided as ApprovalAlreadyDecided
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
 from ._errors import EventTooLargeError as EventTooLargeError
@@ -24,6 +25,7 @@ from ._errors import InvalidTextError as InvalidTextError
 from ._errors import MessageFormatError as MessageFormatError
 from ._errors import MissingFieldError as MissingFieldError
 from ._errors import ModelIdleTimeout as ModelIdleTimeout
+from ._errors import NoRunStorageError as NoRunStorageError
 from ._errors import OverloadedError as OverloadedError
 from ._errors import ProcessionError as ProcessionError
 from ._errors import ProcessorContractError as ProcessorContractError
@@ -35,9 +37,13 @@ from ._errors import ProviderStreamError as ProviderStreamError
 from ._errors import ProviderTimeoutError as ProviderTimeoutError
 from ._errors import RateLimitError as RateLimitError
 from ._errors import RunDeadlineExceeded as RunDeadlineExceeded
+from ._errors import SnapshotError as SnapshotError
 from ._errors import ToolArgumentsError as ToolArgumentsError
+from ._errors import ToolCallNotPendingError as ToolCallNotPendingError
 from ._errors import TripWire as TripWire
 from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
+from ._errors import WaitingRunError as WaitingRunError
+from ._errors import WaitingRunNotFound as WaitingRunNotFound
 from ._errors import WireFormatError as WireFormatError
 from ._faces import fixup_module_metadata as _fixup_module_metadata
 from ._version import version as _version
@@ -56,6 +62,7 @@ from .runtime import tool as tool
 __all__ = [
     "Agent",
     "AgentResult",
+    "ApprovalAlreadyDecided",
     "ConfigurationError",
     "DuplicateProcessorIdError",
     "EventTooLargeError",
@@ -65,6 +72,7 @@ __all__ = [
     "MessageList",
     "MissingFieldError",
     "ModelIdleTimeout",
+    "NoRunStorageError",
     "OverloadedError",
     "ProcessionError",
     "Processor",
@@ -79,11 +87,15 @@ __all__ = [
     "RateLimitError",
     "RequestContext",
     "RunDeadlineExceeded",
+    "SnapshotError",
     "SystemMessage",
     "Tool",
     "ToolArgumentsError",
+    "ToolCallNotPendingError",
     "TripWire",
     "UnknownChunkTypeError",
+    "WaitingRunError",
+    "WaitingRunNotFound",
     "WireFormatError",
     "message_text",
     "tool",

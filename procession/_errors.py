@@ -45,6 +45,18 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   │                                  (procession.memory)
     │   └── MissingThreadError (ValueError) memory is on, no thread id came
     │                                      (procession.memory)
+    ├── WaitingRunError                    answering a run that waits for a
+    │   │                                  person (tool approval, suspension)
+    │   ├── WaitingRunNotFound (LookupError) no run waits under that id (for
+    │   │                                  this agent and resource)
+    │   ├── ApprovalAlreadyDecided         the call was answered already (HTTP
+    │   │                                  409); the answer is never applied twice
+    │   └── ToolCallNotPendingError (ValueError) the call id names no waiting
+    │                                      call (the message lists them)
+    ├── SnapshotError (TypeError)          a run cannot pause: a value it must
+    │                                      keep (a processor's state) is not JSON
+    ├── NoRunStorageError (ConfigurationError) a run must pause, but its agent
+    │                                      has no storage to keep it in
     ├── ScriptExhausted                    a ScriptedModel ran out of turns
     │                                      (procession.testing)
     └── FakeProviderError (AssertionError) the fake server's script was not met
@@ -79,6 +91,7 @@ from ._headers import Headers
 from ._secrets import redact, redact_deep
 
 __all__ = [
+    "ApprovalAlreadyDecided",
     "ConfigurationError",
     "DuplicateProcessorIdError",
     "EventTooLargeError",
@@ -87,6 +100,7 @@ __all__ = [
     "MissingFieldError",
     "MissingThreadError",
     "ModelIdleTimeout",
+    "NoRunStorageError",
     "OverloadedError",
     "ProcessionError",
     "ProcessorContractError",
@@ -100,13 +114,17 @@ __all__ = [
     "RateLimitError",
     "RunDeadlineExceeded",
     "SchemaVersionError",
+    "SnapshotError",
     "StorageError",
     "StorageLockedError",
     "StorageUnavailableError",
     "ThreadOwnershipError",
     "ToolArgumentsError",
+    "ToolCallNotPendingError",
     "TripWire",
     "UnknownChunkTypeError",
+    "WaitingRunError",
+    "WaitingRunNotFound",
     "WireFormatError",
 ]
 
@@ -465,6 +483,61 @@ class ThreadOwnershipError(StorageError):
 class MissingThreadError(StorageError, ValueError):
     """Memory is on but the call named no thread (or no resource): pass
     ``memory={"thread": ..., "resource": ...}``."""
+
+
+class WaitingRunError(ProcessionError):
+    """Answering a run that waits for a person went wrong."""
+
+
+class WaitingRunNotFound(WaitingRunError, LookupError):
+    """No run of this agent waits under the id (it never paused, it was
+    another agent's or another resource's, or its storage is elsewhere).
+    A run whose waiting call was already answered raises
+    ``ApprovalAlreadyDecided`` instead."""
+
+    def __init__(self, run_id: str, agent_id: str) -> None:
+        super().__init__(
+            f"no run {run_id!r} of agent {agent_id!r} is waiting to be answered"
+        )
+        self.run_id = run_id
+        self.agent_id = agent_id
+
+
+class ApprovalAlreadyDecided(WaitingRunError):
+    """The tool call was answered already: an answer is applied exactly once
+    (a second one, or a second replica answering at the same moment, gets
+    this, never a second execution). ``decision`` is what was decided:
+    ``"approved"``, ``"declined"``, ``"expired"`` or ``"resumed"``."""
+
+    def __init__(self, run_id: str, tool_call_id: str, decision: str) -> None:
+        super().__init__(
+            f"tool call {tool_call_id!r} of run {run_id!r} was already answered "
+            f"({decision}); an answer is applied once"
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.decision = decision
+
+
+class ToolCallNotPendingError(WaitingRunError, ValueError):
+    """The tool call id names no call the run waits on (or none was given and
+    several wait); ``pending`` lists the ids that do."""
+
+    def __init__(self, run_id: str, message: str, pending: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.pending = pending
+
+
+class SnapshotError(ProcessionError, TypeError):
+    """A run cannot pause: a value it must keep is not JSON (a processor's
+    per-run ``state``, the request context). The message names where."""
+
+
+class NoRunStorageError(ConfigurationError):
+    """A run must pause (a tool call needs approval, or a tool suspended
+    itself) but its agent has no storage to keep the waiting run in: give the
+    agent ``memory=Memory(storage=...)`` or ``storage=...``."""
 
 
 class TripWire(BaseException):

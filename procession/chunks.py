@@ -53,6 +53,9 @@ from .data import TextEndChunk as TextEndChunk
 from .data import TextEndPayload as TextEndPayload
 from .data import TextStartChunk as TextStartChunk
 from .data import TextStartPayload as TextStartPayload
+from .data import ToolApproval as ToolApproval
+from .data import ToolCallApprovalChunk as ToolCallApprovalChunk
+from .data import ToolCallApprovalPayload as ToolCallApprovalPayload
 from .data import ToolCallChunk as ToolCallChunk
 from .data import ToolCallDeltaChunk as ToolCallDeltaChunk
 from .data import ToolCallDeltaPayload as ToolCallDeltaPayload
@@ -63,9 +66,13 @@ from .data import (
     ToolCallInputStreamingStartPayload as ToolCallInputStreamingStartPayload,
 )
 from .data import ToolCallPayload as ToolCallPayload
+from .data import ToolCallSuspendedChunk as ToolCallSuspendedChunk
+from .data import ToolCallSuspendedPayload as ToolCallSuspendedPayload
 from .data import ToolErrorChunk as ToolErrorChunk
 from .data import ToolErrorPayload as ToolErrorPayload
 from .data import ToolOutputChunk as ToolOutputChunk
+from .data import ToolOutputDeniedChunk as ToolOutputDeniedChunk
+from .data import ToolOutputDeniedPayload as ToolOutputDeniedPayload
 from .data import ToolOutputPayload as ToolOutputPayload
 from .data import ToolResultChunk as ToolResultChunk
 from .data import ToolResultPayload as ToolResultPayload
@@ -137,6 +144,9 @@ __all__ = [
     "TextEndPayload",
     "TextStartChunk",
     "TextStartPayload",
+    "ToolApproval",
+    "ToolCallApprovalChunk",
+    "ToolCallApprovalPayload",
     "ToolCallChunk",
     "ToolCallDeltaChunk",
     "ToolCallDeltaPayload",
@@ -145,9 +155,13 @@ __all__ = [
     "ToolCallInputStreamingStartChunk",
     "ToolCallInputStreamingStartPayload",
     "ToolCallPayload",
+    "ToolCallSuspendedChunk",
+    "ToolCallSuspendedPayload",
     "ToolErrorChunk",
     "ToolErrorPayload",
     "ToolOutputChunk",
+    "ToolOutputDeniedChunk",
+    "ToolOutputDeniedPayload",
     "ToolOutputPayload",
     "ToolResultChunk",
     "ToolResultPayload",

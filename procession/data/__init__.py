@@ -32,14 +32,17 @@ from ._chunks import StepStartChunk as StepStartChunk
 from ._chunks import TextDeltaChunk as TextDeltaChunk
 from ._chunks import TextEndChunk as TextEndChunk
 from ._chunks import TextStartChunk as TextStartChunk
+from ._chunks import ToolCallApprovalChunk as ToolCallApprovalChunk
 from ._chunks import ToolCallChunk as ToolCallChunk
 from ._chunks import ToolCallDeltaChunk as ToolCallDeltaChunk
 from ._chunks import ToolCallInputStreamingEndChunk as ToolCallInputStreamingEndChunk
 from ._chunks import (
     ToolCallInputStreamingStartChunk as ToolCallInputStreamingStartChunk,
 )
+from ._chunks import ToolCallSuspendedChunk as ToolCallSuspendedChunk
 from ._chunks import ToolErrorChunk as ToolErrorChunk
 from ._chunks import ToolOutputChunk as ToolOutputChunk
+from ._chunks import ToolOutputDeniedChunk as ToolOutputDeniedChunk
 from ._chunks import ToolResultChunk as ToolResultChunk
 from ._chunks import TripwireChunk as TripwireChunk
 from ._chunks import abort as abort
@@ -98,6 +101,8 @@ from ._payloads import StepStartPayload as StepStartPayload
 from ._payloads import TextDeltaPayload as TextDeltaPayload
 from ._payloads import TextEndPayload as TextEndPayload
 from ._payloads import TextStartPayload as TextStartPayload
+from ._payloads import ToolApproval as ToolApproval
+from ._payloads import ToolCallApprovalPayload as ToolCallApprovalPayload
 from ._payloads import ToolCallDeltaPayload as ToolCallDeltaPayload
 from ._payloads import (
     ToolCallInputStreamingEndPayload as ToolCallInputStreamingEndPayload,
@@ -106,7 +111,9 @@ from ._payloads import (
     ToolCallInputStreamingStartPayload as ToolCallInputStreamingStartPayload,
 )
 from ._payloads import ToolCallPayload as ToolCallPayload
+from ._payloads import ToolCallSuspendedPayload as ToolCallSuspendedPayload
 from ._payloads import ToolErrorPayload as ToolErrorPayload
+from ._payloads import ToolOutputDeniedPayload as ToolOutputDeniedPayload
 from ._payloads import ToolOutputPayload as ToolOutputPayload
 from ._payloads import ToolResultPayload as ToolResultPayload
 from ._payloads import TripwirePayload as TripwirePayload
@@ -216,6 +223,9 @@ __all__ = [
     "TextPart",
     "TextStartChunk",
     "TextStartPayload",
+    "ToolApproval",
+    "ToolCallApprovalChunk",
+    "ToolCallApprovalPayload",
     "ToolCallChunk",
     "ToolCallDeltaChunk",
     "ToolCallDeltaPayload",
@@ -225,12 +235,16 @@ __all__ = [
     "ToolCallInputStreamingStartChunk",
     "ToolCallInputStreamingStartPayload",
     "ToolCallPayload",
+    "ToolCallSuspendedChunk",
+    "ToolCallSuspendedPayload",
     "ToolErrorChunk",
     "ToolErrorPayload",
     "ToolInvocation",
     "ToolInvocationPart",
     "ToolInvocationState",
     "ToolOutputChunk",
+    "ToolOutputDeniedChunk",
+    "ToolOutputDeniedPayload",
     "ToolOutputPayload",
     "ToolResultChunk",
     "ToolResultInfo",

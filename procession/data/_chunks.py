@@ -56,11 +56,14 @@ from ._payloads import (
     TextDeltaPayload,
     TextEndPayload,
     TextStartPayload,
+    ToolCallApprovalPayload,
     ToolCallDeltaPayload,
     ToolCallInputStreamingEndPayload,
     ToolCallInputStreamingStartPayload,
     ToolCallPayload,
+    ToolCallSuspendedPayload,
     ToolErrorPayload,
+    ToolOutputDeniedPayload,
     ToolOutputPayload,
     ToolResultPayload,
     TripwirePayload,
@@ -94,12 +97,15 @@ __all__ = [
     "TextDeltaChunk",
     "TextEndChunk",
     "TextStartChunk",
+    "ToolCallApprovalChunk",
     "ToolCallChunk",
     "ToolCallDeltaChunk",
     "ToolCallInputStreamingEndChunk",
     "ToolCallInputStreamingStartChunk",
+    "ToolCallSuspendedChunk",
     "ToolErrorChunk",
     "ToolOutputChunk",
+    "ToolOutputDeniedChunk",
     "ToolResultChunk",
     "TripwireChunk",
     "abort",
@@ -315,6 +321,32 @@ class ToolErrorChunk(_Envelope):
 
 
 @attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolCallApprovalChunk(_Envelope):
+    """``tool-call-approval``: the run stops here and waits for a person to
+    approve or decline the call (its last chunk while it waits)."""
+
+    type: ClassVar[str] = "tool-call-approval"
+    payload: ToolCallApprovalPayload
+
+
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolCallSuspendedChunk(_Envelope):
+    """``tool-call-suspended``: a tool suspended itself; the run waits for
+    ``resume_stream`` (its last chunk while it waits)."""
+
+    type: ClassVar[str] = "tool-call-suspended"
+    payload: ToolCallSuspendedPayload
+
+
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
+class ToolOutputDeniedChunk(_Envelope):
+    """``tool-output-denied``: a call needing approval was declined."""
+
+    type: ClassVar[str] = "tool-output-denied"
+    payload: ToolOutputDeniedPayload
+
+
+@attrs.frozen(kw_only=True, field_transformer=_body_first)
 class ToolOutputChunk(_Envelope):
     """``tool-output``: streamed output of a nested tool or agent."""
 
@@ -435,6 +467,9 @@ Chunk: TypeAlias = (
     | ToolResultChunk
     | ToolErrorChunk
     | ToolOutputChunk
+    | ToolCallApprovalChunk
+    | ToolCallSuspendedChunk
+    | ToolOutputDeniedChunk
     | StepFinishChunk
     | FinishChunk
     | ErrorChunk
@@ -469,6 +504,9 @@ _FIXED_TYPE_CLASSES: tuple[type[Any], ...] = (
     ToolResultChunk,
     ToolErrorChunk,
     ToolOutputChunk,
+    ToolCallApprovalChunk,
+    ToolCallSuspendedChunk,
+    ToolOutputDeniedChunk,
     StepFinishChunk,
     FinishChunk,
     ErrorChunk,

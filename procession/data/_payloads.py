@@ -38,7 +38,11 @@ __all__ = [
     "ToolCallInputStreamingEndPayload",
     "ToolCallInputStreamingStartPayload",
     "ToolCallPayload",
+    "ToolApproval",
+    "ToolCallApprovalPayload",
+    "ToolCallSuspendedPayload",
     "ToolErrorPayload",
+    "ToolOutputDeniedPayload",
     "ToolOutputPayload",
     "ToolResultPayload",
     "TripwirePayload",
@@ -292,6 +296,57 @@ class ToolErrorPayload:
     id: str | None = None
     provider_executed: bool | None = None
     provider_metadata: dict[str, Any] | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallApprovalPayload:
+    """Payload of ``tool-call-approval``: the run waits for a person to approve
+    or decline this call (``Agent.approve_tool_call`` / ``decline_tool_call``).
+    ``resume_schema`` is the JSON Schema of the answer, as a JSON *string*
+    (Mastra's shape)."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    resume_schema: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallSuspendedPayload:
+    """Payload of ``tool-call-suspended``: the tool suspended itself
+    (``ctx.suspend(payload)``) and waits for ``Agent.resume_stream``;
+    ``suspend_payload`` is what it passed."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    suspend_payload: Any = None
+    resume_schema: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolApproval:
+    """A person's answer to a ``tool-call-approval`` (its ``id`` is the tool
+    call id, as in Mastra)."""
+
+    id: str
+    approved: bool
+    reason: str | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutputDeniedPayload:
+    """Payload of ``tool-output-denied``: the call was declined (or its
+    approval expired); the model was told ``approval.reason``."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    approval: ToolApproval | None = None
     extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 

@@ -41,11 +41,16 @@ from ._processors import MessageHistory as MessageHistory
 from ._processors import WorkingMemory as WorkingMemory
 from ._processors import WorkingMemoryTool as WorkingMemoryTool
 from ._processors import memory_ids as memory_ids
+from ._runs import RunLostError as RunLostError
 from ._sql import SCHEMA_VERSION as SCHEMA_VERSION
 from ._sqlite import SqliteStorage as SqliteStorage
 from ._storage import MemoryStorage as MemoryStorage
+from ._storage import RunStorage as RunStorage
 from ._values import Resource as Resource
+from ._values import RunRecord as RunRecord
+from ._values import RunStatus as RunStatus
 from ._values import Thread as Thread
+from ._values import ToolDecision as ToolDecision
 
 __all__ = [
     "DEFAULT_WORKING_MEMORY_TEMPLATE",
@@ -56,6 +61,10 @@ __all__ = [
     "MissingThreadError",
     "PostgresStorage",
     "Resource",
+    "RunLostError",
+    "RunRecord",
+    "RunStatus",
+    "RunStorage",
     "SCHEMA_VERSION",
     "SchemaVersionError",
     "SqliteStorage",
@@ -64,6 +73,7 @@ __all__ = [
     "StorageUnavailableError",
     "Thread",
     "ThreadOwnershipError",
+    "ToolDecision",
     "UPDATE_WORKING_MEMORY",
     "WorkingMemory",
     "WorkingMemoryTool",

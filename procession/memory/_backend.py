@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import abc
 import datetime as _dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..messages import Message
-from . import _sql
-from ._values import Resource, Thread
+from . import _runs, _sql
+from ._values import Resource, RunRecord, RunStatus, Thread, ToolDecision
 
 __all__ = ["SqlBackend", "utc_now"]
 
@@ -81,4 +81,90 @@ class SqlBackend(abc.ABC):
         d, now = self._dialect, utc_now()
         return await self._run(
             lambda c: _sql.update_working_memory(c, d, resource_id, text, now)
+        )
+
+    # --- runs that wait for a person (RunStorage) -------------------------------
+
+    async def suspend_run(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        *,
+        expected_epoch: int | None = None,
+    ) -> RunRecord:
+        """See ``RunStorage.suspend_run``. Checkpoints."""
+        d, now, batch = self._dialect, utc_now(), list(messages)
+        return await self._run(
+            lambda c: _runs.suspend_run(c, d, run, batch, expected_epoch, now)
+        )
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """See ``RunStorage.get_run``. Checkpoints."""
+        d = self._dialect
+        return await self._run(lambda c: _runs.get_run(c, d, run_id))
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        *,
+        status: RunStatus = "waiting",
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> list[RunRecord]:
+        """See ``RunStorage.list_runs``. Checkpoints."""
+        d = self._dialect
+        return await self._run(
+            lambda c: _runs.list_runs(c, d, agent_id, status, resource_id, thread_id)
+        )
+
+    async def decide(
+        self,
+        run_id: str,
+        *,
+        agent_id: str,
+        tool_call_id: str | None,
+        decision: str,
+        reason: str | None = None,
+        data: Any = None,
+        resource_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> tuple[ToolDecision, RunRecord]:
+        """See ``RunStorage.decide``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        return await self._run(
+            lambda c: _runs.decide(
+                c,
+                d,
+                run_id,
+                agent_id,
+                tool_call_id,
+                decision,
+                reason,
+                data,
+                resource_id,
+                decided_by,
+                now,
+            )
+        )
+
+    async def run_decisions(self, run_id: str) -> list[ToolDecision]:
+        """See ``RunStorage.run_decisions``. Checkpoints."""
+        d = self._dialect
+        return await self._run(lambda c: _runs.run_decisions(c, d, run_id))
+
+    async def end_run(
+        self,
+        run_id: str,
+        *,
+        epoch: int,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        messages: Sequence[Message] = (),
+    ) -> RunRecord:
+        """See ``RunStorage.end_run``. Checkpoints."""
+        d, now, batch = self._dialect, utc_now(), list(messages)
+        return await self._run(
+            lambda c: _runs.end_run(
+                c, d, run_id, epoch, thread_id, resource_id, batch, now
+            )
         )

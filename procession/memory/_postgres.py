@@ -13,7 +13,7 @@ import datetime as _dt
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 import trio
@@ -34,7 +34,7 @@ _SCHEMA_LOCK_KEY = 0x70726F63
 
 
 def postgres_schema(*, own_schema: bool = False) -> _sql.Schema:
-    """Schema version 1 in PostgreSQL's types; with ``own_schema``, it creates
+    """Schema version 2 in PostgreSQL's types; with ``own_schema``, it creates
     the PostgreSQL schema that holds the tables too.
 
     JSON, not JSONB: JSONB rewrites numbers (a float ``4.786337815060274e16``
@@ -61,8 +61,24 @@ def postgres_schema(*, own_schema: bool = False) -> _sql.Schema:
             "seq BIGINT GENERATED ALWAYS AS IDENTITY)",
             "CREATE INDEX procession_messages_by_thread "
             "ON {messages} (thread_id, created_at, seq)",
+            *_RUN_TABLES,
         ),
+        upgrades={1: _RUN_TABLES},
     )
+
+
+# Schema version 2: runs that wait for a person, and the decisions on them.
+_RUN_TABLES: Final = (
+    "CREATE TABLE {runs} (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, "
+    "resource_id TEXT, thread_id TEXT, status TEXT NOT NULL, snapshot JSON, "
+    "pending JSON, epoch BIGINT NOT NULL, created_at TIMESTAMPTZ NOT NULL, "
+    "updated_at TIMESTAMPTZ NOT NULL)",
+    "CREATE INDEX procession_runs_waiting "
+    "ON {runs} (agent_id, status, resource_id, thread_id)",
+    "CREATE TABLE {decisions} (run_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, "
+    "decision TEXT NOT NULL, reason TEXT, data JSON, decided_by TEXT, "
+    "decided_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (run_id, tool_call_id))",
+)
 
 
 def _import_driver() -> tuple[Any, Any]:
@@ -117,6 +133,8 @@ class _Dialect:
             resources=f"{s}.procession_resources",
             threads=f"{s}.procession_threads",
             messages=f"{s}.procession_messages",
+            runs=f"{s}.procession_runs",
+            decisions=f"{s}.procession_tool_decisions",
         )
 
     def timestamp(self, moment: _dt.datetime) -> _dt.datetime:

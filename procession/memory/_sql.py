@@ -5,7 +5,7 @@ These functions block; the backends run them in a worker thread. A ``Dialect``
 says what differs between the two databases (placeholders, column types, how a
 transaction starts, how a timestamp or a JSON value crosses the driver).
 
-The schema (version 1), with Mastra's column names in snake_case::
+The schema (version 2), with Mastra's column names in snake_case::
 
     procession_schema    (version)
     procession_resources (id, working_memory, metadata, created_at, updated_at)
@@ -13,6 +13,13 @@ The schema (version 1), with Mastra's column names in snake_case::
                           updated_at)
     procession_messages  (id, thread_id, resource_id, role, type, content,
                           created_at)
+    procession_runs      (id, agent_id, resource_id, thread_id, status,
+                          snapshot, pending, epoch, created_at, updated_at)
+    procession_tool_decisions (run_id, tool_call_id, decision, reason, data,
+                          decided_by, decided_at)
+
+Version 2 added the last two (``_runs``: runs waiting for a person); a
+version 1 database is upgraded by ``migrate()``.
 
 ``content`` holds the whole ``MastraDBMessage`` JSON (``message_to_wire``), so
 a message reads back exactly, keys this library does not model included; the
@@ -51,10 +58,11 @@ __all__ = [
     "list_messages",
     "list_threads",
     "save_turn",
+    "save_turn_rows",
     "update_working_memory",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _TICK = _dt.timedelta(microseconds=1)
 _THREAD_COLUMNS = "id, resource_id, title, metadata, created_at, updated_at"
 _RESOURCE_COLUMNS = "id, working_memory, metadata, created_at, updated_at"
@@ -327,31 +335,44 @@ def save_turn(
     The thread's row lock (PostgreSQL) or the write lock (SQLite) orders two
     saves on one thread: the second places its new messages after the first's.
     ``before_commit(conn)`` runs last inside the transaction (a test hook)."""
-    for message in messages:
-        _check_storable(message)
     with d.write(conn):
-        _locked_thread(conn, d, thread_id, resource_id, now)
-        ids = [m.id for m in messages]
-        owners = _message_threads(conn, d, ids)
-        foreign = sorted(i for i, owner in owners.items() if owner != thread_id)
-        if foreign:
-            raise StorageError(
-                f"message ids {foreign!r} are already saved in another thread; a "
-                f"message belongs to one thread (give the new message a new id)"
-            )
-        shift = _shift(conn, d, thread_id, [m for m in messages if m.id not in owners])
-        for message in messages:
-            created = message.created_at
-            if message.id not in owners:
-                created = _aware(created) + shift
-            _upsert_message(conn, d, message, thread_id, resource_id, created)
-        conn.execute(
-            d.sql("UPDATE {threads} SET updated_at = ? WHERE id = ?"),
-            (d.timestamp(now), thread_id),
-        )
+        save_turn_rows(conn, d, thread_id, resource_id, messages, now)
         if before_commit is not None:
             before_commit(conn)
         return _select_thread(conn, d, thread_id) or _never()
+
+
+def save_turn_rows(
+    conn: Connection,
+    d: Dialect,
+    thread_id: str,
+    resource_id: str,
+    messages: Sequence[Message],
+    now: _dt.datetime,
+) -> None:
+    """``save_turn``'s writes, inside a write transaction the caller holds
+    (so a run's pause or end saves its messages with its own row)."""
+    for message in messages:
+        _check_storable(message)
+    _locked_thread(conn, d, thread_id, resource_id, now)
+    ids = [m.id for m in messages]
+    owners = _message_threads(conn, d, ids)
+    foreign = sorted(i for i, owner in owners.items() if owner != thread_id)
+    if foreign:
+        raise StorageError(
+            f"message ids {foreign!r} are already saved in another thread; a "
+            f"message belongs to one thread (give the new message a new id)"
+        )
+    shift = _shift(conn, d, thread_id, [m for m in messages if m.id not in owners])
+    for message in messages:
+        created = message.created_at
+        if message.id not in owners:
+            created = _aware(created) + shift
+        _upsert_message(conn, d, message, thread_id, resource_id, created)
+    conn.execute(
+        d.sql("UPDATE {threads} SET updated_at = ? WHERE id = ?"),
+        (d.timestamp(now), thread_id),
+    )
 
 
 def _never() -> Thread:  # pragma: no cover - the row is locked by us

@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import trio
 
@@ -41,7 +41,7 @@ _PROGRESS_EVERY = 1000
 
 
 def sqlite_schema() -> _sql.Schema:
-    """Schema version 1 in SQLite's types (JSON as TEXT, ISO-8601 UTC
+    """Schema version 2 in SQLite's types (JSON as TEXT, ISO-8601 UTC
     timestamps of fixed width, so text order is time order)."""
     return _sql.Schema(
         version=_sql.SCHEMA_VERSION,
@@ -60,8 +60,24 @@ def sqlite_schema() -> _sql.Schema:
             "content TEXT NOT NULL, created_at TEXT NOT NULL)",
             "CREATE INDEX procession_messages_by_thread "
             "ON {messages} (thread_id, created_at)",
+            *_RUN_TABLES,
         ),
+        upgrades={1: _RUN_TABLES},
     )
+
+
+# Schema version 2: runs that wait for a person, and the decisions on them.
+_RUN_TABLES: Final = (
+    "CREATE TABLE {runs} (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, "
+    "resource_id TEXT, thread_id TEXT, status TEXT NOT NULL, snapshot TEXT, "
+    "pending TEXT, epoch INTEGER NOT NULL, created_at TEXT NOT NULL, "
+    "updated_at TEXT NOT NULL)",
+    "CREATE INDEX procession_runs_waiting "
+    "ON {runs} (agent_id, status, resource_id, thread_id)",
+    "CREATE TABLE {decisions} (run_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, "
+    "decision TEXT NOT NULL, reason TEXT, data TEXT, decided_by TEXT, "
+    "decided_at TEXT NOT NULL, PRIMARY KEY (run_id, tool_call_id))",
+)
 
 
 class _Abandoned(Exception):
@@ -93,6 +109,8 @@ class _Dialect:
             resources="procession_resources",
             threads="procession_threads",
             messages="procession_messages",
+            runs="procession_runs",
+            decisions="procession_tool_decisions",
         )
 
     def timestamp(self, moment: _dt.datetime) -> str:

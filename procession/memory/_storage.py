@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..messages import Message
-from ._values import Resource, Thread
+from ._values import Resource, RunRecord, RunStatus, Thread, ToolDecision
 
-__all__ = ["MemoryStorage"]
+__all__ = ["MemoryStorage", "RunStorage"]
 
 
 @runtime_checkable
@@ -97,4 +97,83 @@ class MemoryStorage(Protocol):
     async def aclose(self) -> None:
         """Close the connections. Later calls raise ``StorageUnavailableError``.
         Idempotent. Checkpoints."""
+        ...
+
+
+@runtime_checkable
+class RunStorage(Protocol):
+    """Where runs that wait for a person are kept (``SqliteStorage`` and
+    ``PostgresStorage`` are both). A run pauses in one transaction (its turn so
+    far and its snapshot), is answered in one (the decision, and the claim of
+    the run by the continuation: exactly once, across processes), and ends in
+    one (the rest of its turn, and the run marked ended). Every method
+    checkpoints and, cancelled, writes nothing half.
+    """
+
+    async def suspend_run(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        *,
+        expected_epoch: int | None = None,
+    ) -> RunRecord:
+        """Keep ``run`` as waiting and save ``messages`` (the turn so far) to
+        its thread, in ONE transaction. A new run (``expected_epoch`` None)
+        must not exist yet (``StorageError``); a continuation pausing again
+        must still hold the run at ``expected_epoch`` (``RunLostError``). Checkpoints."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run kept under ``run_id`` (waiting, running or ended), or None. Checkpoints."""
+        ...
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        *,
+        status: RunStatus = "waiting",
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> list[RunRecord]:
+        """The agent's runs in ``status`` (of the resource and thread, when
+        given), most recently changed first. Checkpoints."""
+        ...
+
+    async def decide(
+        self,
+        run_id: str,
+        *,
+        agent_id: str,
+        tool_call_id: str | None,
+        decision: str,
+        reason: str | None = None,
+        data: Any = None,
+        resource_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> tuple[ToolDecision, RunRecord]:
+        """Record the decision on a waiting call and claim the run (status
+        ``running``, ``epoch`` + 1) in ONE transaction; the decision and the
+        claimed run. ``WaitingRunNotFound`` (checked first: no such run of
+        ``agent_id``, or of ``resource_id`` when given),
+        ``ApprovalAlreadyDecided`` (that call was answered, ever),
+        ``ToolCallNotPendingError`` (it does not wait on that call; with none
+        named, several wait). Checkpoints."""
+        ...
+
+    async def run_decisions(self, run_id: str) -> list[ToolDecision]:
+        """Every decision taken on the run's calls, oldest first. Checkpoints."""
+        ...
+
+    async def end_run(
+        self,
+        run_id: str,
+        *,
+        epoch: int,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        messages: Sequence[Message] = (),
+    ) -> RunRecord:
+        """Save the rest of the turn and mark the run ended, in ONE
+        transaction, if the caller still holds it at ``epoch``
+        (``RunLostError`` otherwise: nothing written). Checkpoints."""
         ...
