@@ -43,6 +43,8 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   │                                  what to run (procession.memory)
     │   ├── ThreadOwnershipError           the thread is another resource's
     │   │                                  (procession.memory)
+    │   ├── RunLostError                   a paused run's continuation no longer
+    │   │                                  holds it (procession.memory)
     │   └── MissingThreadError (ValueError) memory is on, no thread id came
     │                                      (procession.memory)
     ├── WaitingRunError                    answering a run that waits for a

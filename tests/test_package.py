@@ -221,6 +221,18 @@ def test_readme_agent_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[-1] == "other block-secrets"
 
 
+def test_readme_approval_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's person-in-the-loop example runs as written."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    example = next(b for b in blocks if "approve_tool_call" in b)
+    exec(compile(example, "README.md", "exec"), {"__name__": "readme_approval"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "suspended delete_record"
+    assert lines[1:3] == ["tool-result", "step-finish"]
+    assert lines[-1] == "finish"
+
+
 # Coroutines whose checkpoint behaviour is not API: the demo's own example
 # processors and tool (shown to users as examples, documented in prose there).
 CHECKPOINT_DOC_EXEMPT = {

@@ -465,6 +465,18 @@ class RunControl:
             return self.conclude(RunOutcome(kind="finish", finish_reason=finish_reason))
         return self.abort()
 
+    @property
+    def proposed(self) -> RunOutcome | None:
+        """The end the coordinator proposed and the client end has not decided
+        yet, if any."""
+        return self._proposed
+
+    def suspend(self, outcome: RunOutcome) -> None:
+        """The run waits for a person: when its stream ends (the coordinator
+        sends nothing more), ``outcome`` (``suspended``) is how it ended, and
+        no chunk follows the last one sent. Does not checkpoint."""
+        self._proposed = outcome
+
     def abort(self) -> RunOutcome:
         """The caller cancelled the run or left the stream: ``abort``, unless the
         coordinator had already proposed an end that had not reached the client

@@ -117,6 +117,7 @@ from ._payloads import ToolOutputDeniedPayload as ToolOutputDeniedPayload
 from ._payloads import ToolOutputPayload as ToolOutputPayload
 from ._payloads import ToolResultPayload as ToolResultPayload
 from ._payloads import TripwirePayload as TripwirePayload
+from ._prompt import DECLINED_TEXT as DECLINED_TEXT
 from ._prompt import Prompt as Prompt
 from ._prompt import PromptAssistantMessage as PromptAssistantMessage
 from ._prompt import PromptAssistantPart as PromptAssistantPart
@@ -135,6 +136,7 @@ from ._prompt import joined_text as joined_text
 from ._prompt import to_prompt_messages as to_prompt_messages
 from ._results import OutcomeKind as OutcomeKind
 from ._results import OutputResult as OutputResult
+from ._results import PendingToolCall as PendingToolCall
 from ._results import RunOutcome as RunOutcome
 from ._results import StepResult as StepResult
 from ._results import ToolCallInfo as ToolCallInfo
@@ -150,6 +152,7 @@ __all__ = [
     "CHUNK_TYPES",
     "Chunk",
     "ChunkFrom",
+    "DECLINED_TEXT",
     "DataChunk",
     "DataPart",
     "ErrorChunk",
@@ -166,6 +169,7 @@ __all__ = [
     "OutcomeKind",
     "OutputResult",
     "Part",
+    "PendingToolCall",
     "Prompt",
     "PromptAssistantMessage",
     "PromptAssistantPart",

@@ -28,6 +28,7 @@ from ._messages import (
 )
 
 __all__ = [
+    "DECLINED_TEXT",
     "Prompt",
     "PromptAssistantMessage",
     "PromptAssistantPart",
@@ -196,6 +197,10 @@ Prompt: TypeAlias = list[PromptMessage]
 # ---------------------------------------------------------------------- conversion
 
 _RESULT_STATES = frozenset({"result", "output-error", "output-denied"})
+
+DECLINED_TEXT = "Tool call was not approved by the user"
+"""What the model reads as the result of a declined call with no reason of
+its own (Mastra's words)."""
 """Tool-invocation states that carry something to send back as a tool result."""
 
 
@@ -206,7 +211,8 @@ def to_prompt_messages(messages: Iterable[Message]) -> list[PromptMessage]:
 
     - user (and ``signal``) messages keep their text and file parts;
     - assistant messages keep text, reasoning, file and tool-invocation parts in
-      order. Each tool invocation becomes a tool-call part; one that finished
+      order. Each tool invocation becomes a tool-call part (except one still
+      waiting for its result, state ``call``: a pending approval); one that finished
       (state ``result``, ``output-error`` or ``output-denied``) also yields a
       tool-result part in a tool message that follows the assistant message. A
       message holding several steps (``step-start`` parts) becomes one
@@ -287,8 +293,11 @@ def _convert_assistant(message: Message) -> Iterator[PromptMessage]:
             calls.append(_file(part))
         elif isinstance(part, ToolInvocationPart):
             invocation = part.tool_invocation
-            # A call still streaming its arguments is not a call yet.
-            if invocation.state == "partial-call":
+            # A call still streaming its arguments is not a call yet; one with
+            # no result (it waits for a person's approval) is left out, as
+            # Mastra's filterIncompleteToolCalls does: a provider refuses a call
+            # without its result.
+            if invocation.state in ("partial-call", "call"):
                 continue
             calls.append(
                 PromptToolCallPart(
@@ -356,11 +365,11 @@ def _tool_result(part: ToolInvocationPart) -> PromptToolResultPart:
         if result is None:
             result = invocation.result
         is_error = True
-    else:  # output-denied
+    else:  # output-denied: the model reads the reason as the result (Mastra)
         approval = invocation.approval
         reason = approval.get("reason") if isinstance(approval, dict) else None
-        result = reason or "Tool execution was denied."
-        is_error = True
+        result = reason or DECLINED_TEXT
+        is_error = False
     return PromptToolResultPart(
         invocation.tool_call_id,
         invocation.tool_name,

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OutcomeKind",
     "OutputResult",
+    "PendingToolCall",
     "RunOutcome",
     "StepResult",
     "ToolCallInfo",
@@ -43,7 +44,7 @@ class TripwireInfo:
         )
 
 
-OutcomeKind: TypeAlias = Literal["finish", "error", "tripwire", "abort"]
+OutcomeKind: TypeAlias = Literal["finish", "error", "tripwire", "abort", "suspended"]
 
 
 @attrs.frozen(kw_only=True)
@@ -56,17 +57,36 @@ class RunOutcome:
     """
 
     kind: OutcomeKind
-    """``finish`` (the run completed), ``error``, ``tripwire`` or ``abort`` (the
-    caller cancelled it or left the stream early)."""
+    """``finish`` (the run completed), ``error``, ``tripwire``, ``abort`` (the
+    caller cancelled it or left the stream early) or ``suspended`` (it waits
+    for a person: a tool call needs approval, or a tool suspended itself)."""
     finish_reason: str
     """``stop``, ``length``, ``tool-calls``, ... for ``finish``; ``error``;
-    ``other`` for a tripwire (as Mastra); ``aborted``."""
+    ``other`` for a tripwire (as Mastra); ``aborted``; ``suspended``."""
     tripwire: TripwireInfo | None = None
     error: BaseException | None = attrs.field(default=None, eq=False)
+    pending: tuple[PendingToolCall, ...] = ()
+    """For ``suspended``: the calls the run waits on (one, as in Mastra)."""
     in_stream: bool = False
     """Whether an output-stream processor ended the run on a chunk of the stream
     (the attempt in flight was cut there), rather than a hook that runs between
     the stream's steps."""
+
+
+@attrs.frozen(kw_only=True)
+class PendingToolCall:
+    """A tool call a paused run waits on: ``kind`` ``"approval"`` (answer it
+    with ``Agent.approve_tool_call`` / ``decline_tool_call``) or
+    ``"suspended"`` (the tool suspended itself with ``suspend_payload``;
+    answer it with ``Agent.resume_stream``). ``resume_schema`` is the JSON
+    Schema of the answer, as a JSON string (Mastra's shape)."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    kind: Literal["approval", "suspended"] = "approval"
+    suspend_payload: Any = None
+    resume_schema: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -31,6 +31,7 @@ from .._errors import StorageUnavailableError as StorageUnavailableError
 from .._errors import ThreadOwnershipError as ThreadOwnershipError
 from .._faces import fixup_module_metadata as _fixup_module_metadata
 from ._memory import Memory as Memory
+from ._memory import persisted_messages as persisted_messages
 from ._postgres import PostgresStorage as PostgresStorage
 from ._processors import (
     DEFAULT_WORKING_MEMORY_TEMPLATE as DEFAULT_WORKING_MEMORY_TEMPLATE,
@@ -78,6 +79,7 @@ __all__ = [
     "WorkingMemory",
     "WorkingMemoryTool",
     "memory_ids",
+    "persisted_messages",
 ]
 
 _fixup_module_metadata(__name__, globals())

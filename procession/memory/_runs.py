@@ -148,7 +148,7 @@ def suspend_run(
                 f"run {run.id!r} was claimed by another continuation; this one "
                 f"stops without writing"
             )
-        if run.thread_id is not None and run.resource_id is not None:
+        if run.thread_id is not None and run.resource_id is not None and messages:
             save_turn_rows(conn, d, run.thread_id, run.resource_id, messages, now)
         values = (
             d.json(dict(run.snapshot or {})),
@@ -304,7 +304,9 @@ def end_run(
     ``RunLostError`` and nothing is written."""
     with d.write(conn):
         run = _select_run(conn, d, run_id, lock=True)
-        if run is None or run.status != "running" or run.epoch != epoch:
+        # A waiting run is ended too (its approval chunk tripped a processor
+        # right after the pause was written): at its epoch, nobody claimed it.
+        if run is None or run.status == "ended" or run.epoch != epoch:
             raise RunLostError(
                 f"run {run_id!r} is no longer held by this continuation (epoch "
                 f"{epoch}); its end is not written"

@@ -120,11 +120,13 @@ class RunStorage(Protocol):
         """Keep ``run`` as waiting and save ``messages`` (the turn so far) to
         its thread, in ONE transaction. A new run (``expected_epoch`` None)
         must not exist yet (``StorageError``); a continuation pausing again
-        must still hold the run at ``expected_epoch`` (``RunLostError``). Checkpoints."""
+        must still hold the run at ``expected_epoch`` (``RunLostError``).
+        Checkpoints."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        """The run kept under ``run_id`` (waiting, running or ended), or None. Checkpoints."""
+        """The run kept under ``run_id`` (waiting, running or ended), or None.
+        Checkpoints."""
         ...
 
     async def list_runs(

@@ -33,7 +33,12 @@ from ..data import (
     new_message_id,
     to_prompt_messages,
 )
-from ..wire import parse_message, parse_system_message
+from ..wire import (
+    message_from_wire,
+    message_to_wire,
+    parse_message,
+    parse_system_message,
+)
 from ._reconcile import (
     merge,
     reconcile,
@@ -514,6 +519,43 @@ class MessageList:
                 return message_text(message)
         return None
 
+    def to_snapshot(self) -> dict[str, Any]:
+        """The list as JSON (a paused run keeps it): every message in Mastra DB
+        form with its source, the system messages (tags kept), and which
+        messages are not saved yet. ``from_snapshot`` reads it back."""
+        return {
+            "threadId": self.thread_id,
+            "resourceId": self.resource_id,
+            "messages": [
+                {"source": self._sources[m.id], "message": message_to_wire(m)}
+                for m in self._messages
+            ],
+            "system": [_system_wire(m) for m in self._system],
+            "tagged": {
+                tag: [_system_wire(m) for m in bucket]
+                for tag, bucket in self._tagged.items()
+            },
+            "unsaved": sorted(self._unsaved),
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: Mapping[str, Any]) -> MessageList:
+        """A list as ``to_snapshot`` wrote it (``MessageFormatError`` for a
+        message that does not read back)."""
+        made = cls(thread_id=data.get("threadId"), resource_id=data.get("resourceId"))
+        for item in data.get("messages", ()):
+            message = message_from_wire(item["message"])
+            made._messages.append(message)
+            made._sources[message.id] = _check_source(item["source"])
+            made._note_created(message)
+        made._system = [_system_from_wire(m) for m in data.get("system", ())]
+        made._tagged = {
+            tag: [_system_from_wire(m) for m in bucket]
+            for tag, bucket in dict(data.get("tagged", {})).items()
+        }
+        made._unsaved = {i for i in data.get("unsaved", ()) if i in made._sources}
+        return made
+
     def drain_unsaved_messages(self) -> list[Message]:
         """The input and response messages added or changed since the last
         drain, in conversation order; then forgets them. (For persistence.)"""
@@ -622,3 +664,17 @@ def _iter_inputs(value: object, *, what: str) -> Iterator[Any]:
 def _aware(moment: _dt.datetime) -> _dt.datetime:
     # Naive datetimes from callers are taken as UTC, so comparisons never fail.
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.UTC)
+
+
+def _system_wire(message: SystemMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"content": message.content}
+    if message.provider_options is not None:
+        out["providerOptions"] = message.provider_options
+    return out
+
+
+def _system_from_wire(data: Mapping[str, Any]) -> SystemMessage:
+    return SystemMessage(
+        content=str(data.get("content", "")),
+        provider_options=data.get("providerOptions"),
+    )

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from ..actors import ExecutionMode
 from ..data import Message, SystemMessage
-from ..memory import Memory, memory_ids
+from ..memory import Memory, RunStorage, memory_ids
 from ..models import LanguageModel, resolve_model
 from ..processors import (
     ConfigurationError,
@@ -24,10 +24,13 @@ from ..processors import (
     ProcessorSet,
     RequestContext,
 )
+from ._answer import SuspendedRun, continue_run, suspended_runs
+from ._approval import RequireToolApproval
 from ._options import (
     CallOptions,
     ProcessorList,
     UseAgentDefault,
+    check_approval_policy,
     check_callable,
     check_execution_mode,
     check_int,
@@ -87,6 +90,21 @@ class Agent:
             "resource": ...}``); the thread's last messages are loaded before
             your input processors, and the turn is saved in one transaction
             once the run finished (nothing of a run that did not).
+        require_tool_approval: which tool calls wait for a person's approval
+            before they run: ``True`` (all), ``False`` (the default: those
+            whose tool says ``require_approval``), or ``fn(tool_name, args,
+            request_context) -> bool`` (sync or async; one that raises
+            requires approval). A tool whose ``require_approval`` is a function
+            decides for itself (Mastra's rule). A call that waits ends the
+            stream with a ``tool-call-approval`` chunk; answer it with
+            ``approve_tool_call`` / ``decline_tool_call``.
+        approval_ttl: seconds a call may wait for its approval; an answer
+            after that declines it, telling the model the approval expired
+            (default None: it waits for good).
+        storage: where runs that wait for a person are kept (a
+            ``SqliteStorage`` or ``PostgresStorage``); default the memory's
+            storage. A run that must wait without one fails at that point
+            with ``NoRunStorageError``, never a hang.
         tracer_provider, meter_provider: where the run's OpenTelemetry spans
             and metrics go (``procession[otel]``); by default the global
             providers. Nothing is recorded, and nothing done per chunk, when no
@@ -121,6 +139,9 @@ class Agent:
         tracer_provider: Any = None,
         meter_provider: Any = None,
         memory: Memory | None = None,
+        require_tool_approval: RequireToolApproval = False,
+        approval_ttl: float | None = None,
+        storage: RunStorage | None = None,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ConfigurationError(f"Agent id must be a non-empty str, got {id!r}")
@@ -163,6 +184,23 @@ class Agent:
                 f"memory must be a procession.memory.Memory, got {memory!r}"
             )
         self.memory = memory
+        self.require_tool_approval = check_approval_policy(require_tool_approval)
+        self.approval_ttl = check_seconds("approval_ttl", approval_ttl)
+        if storage is not None and not isinstance(storage, RunStorage):
+            raise ConfigurationError(
+                f"storage must be a procession.memory storage that keeps runs "
+                f"(SqliteStorage or PostgresStorage), got {storage!r}"
+            )
+        self.storage = storage
+
+    @property
+    def run_storage(self) -> RunStorage | None:
+        """Where this agent's waiting runs are kept: ``storage``, else the
+        memory's storage when it keeps runs, else None."""
+        if self.storage is not None:
+            return self.storage
+        memory_storage = self.memory.storage if self.memory is not None else None
+        return memory_storage if isinstance(memory_storage, RunStorage) else None
 
     def __repr__(self) -> str:
         return f"<Agent id={self.id!r}>"
@@ -228,6 +266,13 @@ class Agent:
             tracer_provider=self.tracer_provider,
             meter_provider=self.meter_provider,
             memory=self.memory,
+            require_tool_approval=check_approval_policy(
+                or_default(options.require_tool_approval, self.require_tool_approval)
+            ),
+            approval_ttl=check_seconds(
+                "approval_ttl", or_default(options.approval_ttl, self.approval_ttl)
+            ),
+            run_storage=self.run_storage,
         )
         return spec, self._conversation(messages, context, thread_id, resource_id)
 
@@ -367,10 +412,157 @@ class Agent:
         agent's), ``tool_choice``, ``active_tools``, ``model``,
         ``execution_mode``, ``idle_timeout``, ``run_deadline``, ``run_id``,
         ``memory`` (``{"thread": id or {"id": ...}, "resource": id}``, as
-        Mastra's call option), ``thread_id`` and ``resource_id`` (its aliases).
+        Mastra's call option), ``thread_id`` and ``resource_id`` (its aliases),
+        ``require_tool_approval`` and ``approval_ttl`` (a person in the loop:
+        see ``Agent``).
         """
         spec, message_list = self._prepare(messages, options)
         return _generate(spec, message_list)
+
+    # --- a person in the loop ---------------------------------------------------
+
+    def approve_tool_call(
+        self,
+        run_id: str,
+        tool_call_id: str | None = None,
+        *,
+        resource_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> AbstractAsyncContextManager[AgentStream]:
+        """Approve the call run ``run_id`` waits on and go on with the run:
+        ``async with agent.approve_tool_call(run_id) as stream:``, a stream
+        like ``stream()``'s (the same run id; its first chunks are the paused
+        step's tool results, with no ``start``). ``tool_call_id`` None
+        answers the only waiting call. The answer is applied exactly once,
+        whoever else answers (another process on the same storage included):
+        entering raises ``ApprovalAlreadyDecided`` for a call answered
+        before, ``WaitingRunNotFound`` for a run of another agent (or of
+        another resource, when ``resource_id`` is given), and
+        ``ToolCallNotPendingError`` naming the waiting calls. An approval past
+        the call's ``approval_ttl`` declines it instead (the model is told
+        it expired). ``decided_by`` is recorded with the decision. Entering
+        checkpoints (the storage)."""
+        return continue_run(
+            self,
+            self._prepare,
+            run_id,
+            tool_call_id,
+            "approved",
+            resource_id=resource_id,
+            decided_by=decided_by,
+        )
+
+    def decline_tool_call(
+        self,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        *,
+        resource_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> AbstractAsyncContextManager[AgentStream]:
+        """Decline the call run ``run_id`` waits on and go on with the run, as
+        ``approve_tool_call``: the call does not run; the model reads
+        ``reason`` (default "Tool call was not approved by the user", Mastra's
+        words) as its result, and the stream shows a ``tool-output-denied``
+        chunk. Entering checkpoints."""
+        return continue_run(
+            self,
+            self._prepare,
+            run_id,
+            tool_call_id,
+            "declined",
+            reason=reason,
+            resource_id=resource_id,
+            decided_by=decided_by,
+        )
+
+    def resume_stream(
+        self,
+        run_id: str,
+        resume_data: Any,
+        tool_call_id: str | None = None,
+        *,
+        resource_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> AbstractAsyncContextManager[AgentStream]:
+        """Give the tool that suspended itself in run ``run_id`` its
+        ``resume_data`` (JSON) and go on with the run: the tool runs again
+        from the top with ``context.resume_data`` set. Resume data
+        ``{"approved": bool, "reason": ...}`` answers an approval too
+        (Mastra's ``resumeStream``). As ``approve_tool_call`` otherwise.
+        Entering checkpoints."""
+        return continue_run(
+            self,
+            self._prepare,
+            run_id,
+            tool_call_id,
+            "resumed",
+            data=resume_data,
+            resource_id=resource_id,
+            decided_by=decided_by,
+        )
+
+    async def approve_tool_call_generate(
+        self,
+        run_id: str,
+        tool_call_id: str | None = None,
+        *,
+        resource_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> AgentResult:
+        """``approve_tool_call`` run to its end: the result (which may be
+        ``suspended`` again). Checkpoints."""
+        async with self.approve_tool_call(
+            run_id, tool_call_id, resource_id=resource_id, decided_by=decided_by
+        ) as stream:
+            return await stream.result()
+
+    async def decline_tool_call_generate(
+        self,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        *,
+        resource_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> AgentResult:
+        """``decline_tool_call`` run to its end: the result. Checkpoints."""
+        async with self.decline_tool_call(
+            run_id,
+            tool_call_id,
+            reason,
+            resource_id=resource_id,
+            decided_by=decided_by,
+        ) as stream:
+            return await stream.result()
+
+    async def resume_generate(
+        self,
+        run_id: str,
+        resume_data: Any,
+        tool_call_id: str | None = None,
+        *,
+        resource_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> AgentResult:
+        """``resume_stream`` run to its end: the result. Checkpoints."""
+        async with self.resume_stream(
+            run_id,
+            resume_data,
+            tool_call_id,
+            resource_id=resource_id,
+            decided_by=decided_by,
+        ) as stream:
+            return await stream.result()
+
+    async def list_suspended_runs(
+        self, *, resource_id: str | None = None, thread_id: str | None = None
+    ) -> list[SuspendedRun]:
+        """This agent's runs that wait for a person (of ``resource_id`` and
+        ``thread_id``, when given), most recent first, each with the calls it
+        waits on. ``NoRunStorageError`` without storage. Checkpoints."""
+        return await suspended_runs(self, resource_id=resource_id, thread_id=thread_id)
 
 
 def _memory_ids(

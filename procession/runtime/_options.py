@@ -37,13 +37,15 @@ import attrs
 from ..actors import ExecutionMode
 from ..models import LanguageModel
 from ..processors import ConfigurationError, ProcessInputStepArgs, RequestContext
+from ._approval import RequireToolApproval
 
 __all__ = [
     "CALL_OPTIONS",
-    "USE_AGENT_DEFAULT",
     "CallOptions",
     "ProcessorList",
+    "USE_AGENT_DEFAULT",
     "UseAgentDefault",
+    "check_approval_policy",
     "check_callable",
     "check_execution_mode",
     "check_int",
@@ -121,6 +123,8 @@ class CallOptions:
     memory: Mapping[str, Any] | None = None
     thread_id: str | None = None
     resource_id: str | None = None
+    require_tool_approval: RequireToolApproval | UseAgentDefault = USE_AGENT_DEFAULT
+    approval_ttl: float | UseAgentDefault | None = USE_AGENT_DEFAULT
 
 
 CALL_OPTIONS: Final = tuple(field.name for field in attrs.fields(CallOptions))
@@ -208,6 +212,17 @@ def check_callable(name: str, value: _T) -> _T:
     if value is not None and not callable(value):
         raise ConfigurationError(f"{name} must be callable, got {value!r}")
     return value
+
+
+def check_approval_policy(value: Any) -> RequireToolApproval:
+    """``require_tool_approval``: a bool or a callable, else
+    ``ConfigurationError``."""
+    if isinstance(value, bool) or callable(value):
+        return cast(RequireToolApproval, value)
+    raise ConfigurationError(
+        f"require_tool_approval must be True, False or a function (tool_name, "
+        f"args, request_context) -> bool, got {value!r}"
+    )
 
 
 def check_int(name: str, value: Any, *, minimum: int, allow_none: bool) -> None:

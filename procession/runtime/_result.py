@@ -9,6 +9,7 @@ import attrs
 from ..data import (
     DataChunk,
     Message,
+    PendingToolCall,
     RunOutcome,
     StepResult,
     TripwireInfo,
@@ -33,7 +34,8 @@ class AgentResult:
     ``process_output_result`` changed the response messages, their text."""
     finish_reason: str
     """``stop``, ``length``, ``tool-calls``, ``content-filter``, ``other`` (a
-    tripwire), ``error`` or ``aborted`` (cancelled)."""
+    tripwire), ``error``, ``aborted`` (cancelled) or ``suspended`` (the run
+    waits for a person: see ``pending_tool_calls``)."""
     tripwire: TripwireInfo | None
     usage: Usage
     """Tokens of every model call of the run, retried ones included."""
@@ -53,8 +55,12 @@ class AgentResult:
     """The structured output: the value of the last ``object-result`` chunk
     the client received (``StructuredOutput`` writes one), unless the attempt
     it came in was retried (Mastra 1G.60); None when there is none."""
+    pending_tool_calls: tuple[PendingToolCall, ...] = ()
+    """A ``suspended`` run's waiting calls (answer one with
+    ``Agent.approve_tool_call`` / ``decline_tool_call`` / ``resume_stream``)."""
     outcome: RunOutcome = attrs.field(eq=False, repr=False)
-    """How the run ended (``kind`` finish / error / tripwire / abort)."""
+    """How the run ended (``kind`` finish / error / tripwire / abort /
+    suspended)."""
     message_list: MessageList = attrs.field(eq=False, repr=False)
 
 
@@ -107,6 +113,7 @@ def build_result(state: RunState, outcome: RunOutcome) -> AgentResult:
         object=kept[-1] if kept else None,
         retry_count=state.retry_count,
         model_chunks_after_end=state.model_chunks_after_end,
+        pending_tool_calls=outcome.pending,
         outcome=outcome,
         message_list=ml,
     )

@@ -44,7 +44,9 @@ from ..processors import (
     RunDeadlineExceeded,
     TripWire,
 )
+from ._approval import PauseRun
 from ._hooks import HookLanes
+from ._pause import Pauses
 from ._state import (
     RETRY_FEEDBACK_TAG,
     Retry,
@@ -68,6 +70,7 @@ class Coordinator:
         self._lanes = lanes
         self._control = control
         self._steps = StepRunner(state, lanes, control)
+        self._pauses = Pauses(state, lanes, control)
 
     async def drive(self) -> None:
         """The run, start to finish (the caller closes the control's source
@@ -102,10 +105,13 @@ class Coordinator:
         """Every phase, then the run's end (or the end a failure proposes)."""
         state, control = self._state, self._control
         try:
-            await self._input_phase()
-            # Not waited for: hooks wait for it (HookLanes.call), the model
-            # call for step-start (RunControl's docstring).
-            await control.send_ahead(StartChunk(run_id=state.run_id))
+            if state.resume is None:
+                await self._input_phase()
+                # Not waited for: hooks wait for it (HookLanes.call), the model
+                # call for step-start (RunControl's docstring).
+                await control.send_ahead(StartChunk(run_id=state.run_id))
+            # A continuation sends no start (Mastra): its stream goes on where
+            # the paused one stopped.
             await self._step_loop()
             # Mastra 1I.67: process_output_result runs once the final finish
             # chunk has been through the output processors (a processor may
@@ -123,6 +129,10 @@ class Coordinator:
             self._late_text()
             await self._output_result()
             await self._save_turn()
+        except PauseRun as pause:
+            refused = await self._pauses.pause(pause)
+            if refused is not None:
+                await self._end(refused)
         except Terminal as end:
             await self._end(end)
         except RetryRequested as late:
@@ -138,6 +148,11 @@ class Coordinator:
             # the caller's block down with an exception group.
             logger.exception("run %s failed unexpectedly", state.run_id)
             await self._end(Terminal(error=exc))
+        finally:
+            if state.stored_epoch is not None and not state.stored_closed:
+                # A continuation that ended otherwise than by finishing: the
+                # stored run ends too (its decisions stay).
+                await self._pauses.close_stored()
 
     async def _end(self, end: Terminal) -> None:
         if end.tripwire is not None:
@@ -233,7 +248,11 @@ class Coordinator:
                 await control.send_ahead(step_retry)
                 step_retry = None
             try:
-                more = await self._steps.attempt(step_number, view)
+                if state.resume is not None:
+                    paused, state.resume = state.resume, None
+                    more = await self._steps.resume(paused, view)
+                else:
+                    more = await self._steps.attempt(step_number, view)
             except (Retry, RetryRequested) as retry:
                 feedback = retry.feedback if isinstance(retry, Retry) else True
                 step_retry = self._retried(step_number, retry.tripwire, feedback)
@@ -344,6 +363,10 @@ class Coordinator:
         tripwire, an error or an abort never do. A failed save is the run's
         error (a ``StorageError``), after its ``finish``."""
         state = self._state
+        if state.stored_epoch is not None:
+            await self._control.settle()
+            await self._pauses.end_stored()  # the rest of the turn, and the end
+            return
         memory = state.spec.memory
         if memory is None:
             return

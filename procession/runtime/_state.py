@@ -135,6 +135,12 @@ class RunSpec:
     meter_provider: Any = None
     memory: Any = None
     """The agent's ``procession.memory.Memory``, if any."""
+    require_tool_approval: Any = False
+    """``RequireToolApproval``: which calls wait for a person's approval."""
+    approval_ttl: float | None = None
+    """Seconds a call may wait for approval before it is declined."""
+    run_storage: Any = None
+    """Where a run that waits for a person is kept (a ``RunStorage``), if any."""
 
     @property
     def model_label(self) -> str:
@@ -355,6 +361,14 @@ class RunState:
     spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None
     """Starts a task in the run's nursery (``open_stream``'s), beside the
     coordinator: the model stream's idle watchdog, when it is needed."""
+    resume: Any = None
+    """A continuation's paused step (``_approval.PausedStep``), until the
+    step loop takes it up."""
+    stored_epoch: int | None = None
+    """A continuation of a stored run: the epoch it holds the run at (its
+    writes are fenced by it); None for a run that was never paused."""
+    stored_closed: bool = False
+    """The stored run was paused again or ended by this run."""
 
     def __attrs_post_init__(self) -> None:
         self.tracing_context = TracingContext(trace_id=self.spec.run_id)

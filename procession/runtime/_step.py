@@ -62,6 +62,7 @@ from ..processors._contract import (
     read_llm_response_result,
     read_message_result,
 )
+from ._approval import PausedStep, PauseRun
 from ._hooks import HookLanes
 from ._reading import (
     LIFECYCLE,
@@ -172,12 +173,57 @@ class StepRunner:
             f"{config.model.provider}/{config.model.model_id}", response_id
         )
         view.message = message
-        built = len(view.text)
         ml.add(message, "response")
         tool_calls = list(current.tool_calls)
         try:
             await self._output_step(step_number, current, tool_calls)
-            results = await self._tools.run(step_number, config, tool_calls)
+        except TripWire as tripwire:
+            await self._tripped(tripwire, finish, response_id, current)
+        except RetryRequested:
+            ml.remove_by_ids([response_id])
+            raise
+        paused = PausedStep(
+            step_number=step_number,
+            config=config,
+            finish=finish,
+            response_id=response_id,
+            current=current,
+            built=len(view.text),
+        )
+        return await self.finish_tools(paused, view)
+
+    async def resume(self, paused: PausedStep, view: StepView) -> bool:
+        """Go on with a step that paused for a person (its answer is in
+        ``paused.phase``): run the rest of its calls and close it, as
+        ``attempt`` would have. Raises as ``attempt`` does, and ``PauseRun``
+        again when another of its calls waits. Checkpoints."""
+        view.message = self._state.message_list.get_by_id(paused.response_id)
+        view.step_open = True
+        return await self.finish_tools(paused, view)
+
+    async def finish_tools(self, paused: PausedStep, view: StepView) -> bool:
+        """The step's tools (``PauseRun`` when one waits for a person: the run
+        keeps ``paused``), then its ``step-finish``; record the step (or raise
+        ``Retry`` / ``Terminal``). Checkpoints; cancellation (the run ended)
+        propagates."""
+        state = self._state
+        ml = state.message_list
+        config, finish, current = paused.config, paused.finish, paused.current
+        response_id, built = paused.response_id, paused.built
+        message = view.message
+        tool_calls = list(current.tool_calls)
+        try:
+            try:
+                results = await self._tools.run(
+                    paused.step_number, config, tool_calls, paused.phase
+                )
+            except PauseRun as pause:
+                paused.phase = pause.phase
+                # What the client was shown of the step so far: its result
+                # keeps it when the run goes on.
+                paused.text_before += view.text_value
+                pause.paused = paused
+                raise
             await self._step_finish(
                 finish, response_id, finish.finish_reason, bool(tool_calls)
             )
@@ -185,37 +231,51 @@ class StepRunner:
             # on step-finish; text it held back until step-finish arrives now.
             await self._control.settle()
         except TripWire as tripwire:
-            ml.remove_by_ids([response_id])
-            if tripwire.retry and state.may_retry():
-                raise Retry(tripwire) from None
-            # Rejected: out of the conversation (nothing of it is kept or saved),
-            # but the client saw it, so the result shows it (``build_result``).
-            state.steps.append(
-                attrs.evolve(
-                    current,
-                    text="",
-                    finish_reason="tripwire",
-                    tripwire=TripwireInfo.of(tripwire),
-                )
-            )
-            # Mastra 1G.53: the step-finish of a tripped step says so.
-            await self._step_finish(finish, response_id, "tripwire", False)
-            raise Terminal(tripwire=tripwire) from None
+            await self._tripped(tripwire, finish, response_id, current)
         except RetryRequested:
             ml.remove_by_ids([response_id])
             raise
-        if len(view.text) > built:
+        if len(view.text) > built and message is not None:
             late = "".join(view.text[built:])
             _add_late_text(message.content.parts, late)
             current = attrs.evolve(current, text=current.text + late)
         if results:
             current = attrs.evolve(current, tool_results=tuple(results))
         state.steps.append(current)
-        state.all_text.append(view.text_value)
+        # A resumed step's text was sent before its pause (the view of this
+        # stream holds only what came after it).
+        state.all_text.append(paused.text_before + view.text_value)
         view.committed = True
         view.committed_len = len(view.text)
         state.finish_reason = finish.finish_reason
         return bool(tool_calls) and finish.finish_reason != "length"
+
+    async def _tripped(
+        self,
+        tripwire: TripWire,
+        finish: ModelFinish,
+        response_id: str,
+        current: StepResult,
+    ) -> NoReturn:
+        """A tripwire in the step's hooks or tools: the step is withdrawn and
+        retried (``Retry``), or the run ends (``Terminal``)."""
+        state = self._state
+        state.message_list.remove_by_ids([response_id])
+        if tripwire.retry and state.may_retry():
+            raise Retry(tripwire) from None
+        # Rejected: out of the conversation (nothing of it is kept or saved),
+        # but the client saw it, so the result shows it (``build_result``).
+        state.steps.append(
+            attrs.evolve(
+                current,
+                text="",
+                finish_reason="tripwire",
+                tripwire=TripwireInfo.of(tripwire),
+            )
+        )
+        # Mastra 1G.53: the step-finish of a tripped step says so.
+        await self._step_finish(finish, response_id, "tripwire", False)
+        raise Terminal(tripwire=tripwire) from None
 
     # --- before the model ---------------------------------------------------------
 

@@ -9,9 +9,11 @@ every processor task stop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
+import attrs
 import sniffio
 import trio
 
@@ -300,16 +302,32 @@ class _TracedAgentStream(AgentStream):
         telemetry.end(outcome, state.usage, state.retry_count, self._delivered)
 
 
+@attrs.frozen
+class Continuation:
+    """How a continued run starts: ``restore`` fills its fresh state from the
+    snapshot; ``processor_state`` is each processor's ``state`` by id."""
+
+    restore: Callable[[RunState], None]
+    processor_state: Mapping[str, Any]
+
+
 @asynccontextmanager
 async def open_stream(
-    spec: RunSpec, message_list: MessageList
+    spec: RunSpec,
+    message_list: MessageList,
+    *,
+    continuation: Continuation | None = None,
 ) -> AsyncIterator[AgentStream]:
     """Run ``spec`` on ``message_list``; yield its stream. The coordinator runs in
     a cancel scope of its own, so ending the run never cancels the caller's code,
     and the caller's own exceptions come out of the block unwrapped (SPEC §2.7).
+    ``continuation``: the run goes on from a pause (its bookkeeping and its
+    processors' state restored first).
     """
     _require_trio()
     state = RunState(spec=spec, message_list=message_list)
+    if continuation is not None:
+        continuation.restore(state)
     # Read in the caller's task: the run's span is a child of the caller's.
     state.telemetry = start_run(
         agent_id=spec.agent_id,
@@ -330,6 +348,11 @@ async def open_stream(
         queue_ahead=spec.mode != "actors",
     )
     lanes = HookLanes(state, control)
+    if continuation is not None:
+        for processor_id, saved in continuation.processor_state.items():
+            actor = lanes.actors.get(processor_id)
+            if actor is not None:
+                actor.state = dict(saved)
     coordinator = Coordinator(state, lanes, control)
     body_error: BaseException | None = None
 

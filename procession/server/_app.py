@@ -20,6 +20,12 @@ from typing import Any, Final
 import attrs
 import trio
 
+from .._errors import (
+    ApprovalAlreadyDecided,
+    ToolCallNotPendingError,
+    WaitingRunError,
+    WaitingRunNotFound,
+)
 from .._secrets import get_logger, redact
 from ..memory import MissingThreadError, ThreadOwnershipError
 from ..processors import ConfigurationError
@@ -179,6 +185,27 @@ class ProcessionApp:
                 "/api/agents/{agentId}/generate",
                 self._generate,
             ),
+            *(
+                (
+                    "POST",
+                    f"/api/agents/{aid}/{action}",
+                    f"/api/agents/{{agentId}}/{action}",
+                    self._answer_call,
+                )
+                for action in (
+                    "approve-tool-call",
+                    "decline-tool-call",
+                    "resume-stream",
+                    "approve-tool-call-generate",
+                    "decline-tool-call-generate",
+                )
+            ),
+            (
+                "GET",
+                f"/api/agents/{aid}/suspended-runs",
+                "/api/agents/{agentId}/suspended-runs",
+                self._suspended_runs,
+            ),
             (
                 "POST",
                 f"/api/agents/{aid}/runs/{run}/cancel",
@@ -311,6 +338,14 @@ class ProcessionApp:
             if started:
                 raise
             await send_json(tracked_send, exc.status, exc.body(), exc.headers)
+        except WaitingRunError as exc:
+            # Answering a waiting run: before any chunk (Mastra's server answers
+            # these as HTTP errors too; a repeat answer is a 409, which
+            # client-js does not retry).
+            if started:
+                raise
+            status, field = _WAITING_ERRORS.get(type(exc), (400, None))
+            await send_json(tracked_send, status, _error_body(str(exc), field))
         except RunBusError as exc:
             # Redis unreachable past the bus's outage budget (its URL is
             # redacted in the message): the client may retry elsewhere.
@@ -690,6 +725,112 @@ class ProcessionApp:
             headers = [settings.headers[-1]]
         await send_json(req.send, 200, generate_body(result), headers)
 
+    async def _answer_call(self, req: _Request) -> None:
+        """Mastra's approve / decline / resume routes (``@mastra/client-js``'s
+        ``approveToolCall`` ...): ``{runId, toolCallId, reason?, resumeData?}``;
+        the continuation streams as ``/stream`` does (no ``start``), or, for
+        the ``-generate`` ones, answers as ``/generate``. Only the resource
+        that owns the run may answer it (another gets 404, before any 409)."""
+        agent = self._agent(req.params["agent"])
+        action = req.scope["path"].rsplit("/", 1)[1]
+        body = await self._body(req)
+        run_id = _required_str(body, "runId")
+        check_id(run_id, "runId")
+        req.span.run_id = run_id
+        tool_call_id = body.get("toolCallId")
+        if action != "resume-stream" or tool_call_id is not None:
+            tool_call_id = _required_str(body, "toolCallId")
+        owner = req.principal.resource
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise HttpError(400, "'reason' must be a string", field="reason")
+        if action.startswith("approve"):
+            run = agent.approve_tool_call(
+                run_id, tool_call_id, resource_id=owner, decided_by=owner
+            )
+        elif action.startswith("decline"):
+            run = agent.decline_tool_call(
+                run_id, tool_call_id, reason, resource_id=owner, decided_by=owner
+            )
+        else:
+            if "resumeData" not in body:
+                raise HttpError(400, "'resumeData' is required", field="resumeData")
+            run = agent.resume_stream(
+                run_id,
+                body["resumeData"],
+                tool_call_id,
+                resource_id=owner,
+                decided_by=owner,
+            )
+        key = run_key(owner, run_id)
+        if key in self.runs.streams:
+            raise HttpError(409, f"run {run_id!r} is already running", field="runId")
+        if self.runs.full:
+            raise HttpError(
+                503,
+                f"the server is running its limit of {self.runs.limit} runs; retry",
+                headers=[(b"retry-after", b"1")],
+            )
+        self.runs.reserved += 1
+        try:
+            if action.endswith("-generate"):
+                async with run as stream:
+                    result = await stream.result()
+                await send_json(req.send, 200, generate_body(result))
+                return
+            await stream_response(
+                req.send,
+                req.receive,
+                run,
+                self._mastra_settings(run_id),
+                registry=self.runs,
+                key=key,
+                shutdown=self.shutdown_event,
+                hold=self._holds(agent),
+            )
+        finally:
+            self.runs.reserved -= 1
+
+    async def _suspended_runs(self, req: _Request) -> None:
+        """``GET /api/agents/{agentId}/suspended-runs`` (client-js's
+        ``listSuspendedRuns``): the agent's waiting runs of the acting
+        resource (``resourceId`` may narrow it for a token of any resource),
+        ``threadId`` optional."""
+        agent = self._agent(req.params["agent"])
+        params = query_params(req.scope)
+        resource = acting_resource(req.principal, params.get("resourceId"))
+        runs = await agent.list_suspended_runs(
+            resource_id=resource, thread_id=params.get("threadId")
+        )
+        body = {
+            "runs": [
+                {
+                    "runId": r.run_id,
+                    "status": "suspended",
+                    **({"threadId": r.thread_id} if r.thread_id else {}),
+                    **({"resourceId": r.resource_id} if r.resource_id else {}),
+                    "suspendedAt": r.suspended_at.isoformat(),
+                    "toolCalls": [
+                        {
+                            "toolCallId": c.tool_call_id,
+                            "toolName": c.tool_name,
+                            "args": c.args,
+                            "requiresApproval": c.kind == "approval",
+                            **(
+                                {"suspendPayload": c.suspend_payload}
+                                if c.kind == "suspended"
+                                else {}
+                            ),
+                        }
+                        for c in r.tool_calls
+                    ],
+                }
+                for r in runs
+            ],
+            "total": len(runs),
+        }
+        await send_json(req.send, 200, body)
+
     async def _cancel(self, req: _Request) -> None:
         """Cancel the principal's run ``runId``, here or on another replica;
         404 for a run that is not running, or is another resource's (the same
@@ -809,6 +950,27 @@ def _mastra_gap_frame(name: str, message: str, run_id: str) -> bytes:
 
 def _ui_error_frame(message: str) -> bytes:
     return ui_frame({"type": "error", "errorText": redact(message)})
+
+
+_WAITING_ERRORS: Final[dict[type, tuple[int, str | None]]] = {
+    WaitingRunNotFound: (404, "runId"),
+    ApprovalAlreadyDecided: (409, "toolCallId"),
+    ToolCallNotPendingError: (400, "toolCallId"),
+}
+
+
+def _error_body(message: str, field: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": message}
+    if field is not None:
+        body["field"] = field
+    return body
+
+
+def _required_str(body: Mapping[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise HttpError(400, f"'{key}' is required (a non-empty string)", field=key)
+    return value
 
 
 def _message(error: BaseException) -> str:

@@ -18,7 +18,10 @@ keep their names (``text`` becomes ``delta``); ``tool-call-input-streaming-start
 are; ``error`` -> ``error`` (``errorText``); ``tripwire`` -> a ``data-tripwire``
 part, then ``finish`` with ``finishReason: "other"``; ``step-retry`` -> a
 ``data-step-retry`` part (the client drops the rejected attempt);
-``abort`` -> ``abort``; ``finish`` -> ``finish`` with its ``finishReason``.
+``abort`` -> ``abort``; ``finish`` -> ``finish`` with its ``finishReason``;
+``tool-call-approval`` -> ``tool-approval-request`` (``approvalId``
+``<runId>::<toolCallId>``); ``tool-output-denied`` -> ``tool-output-denied``;
+``tool-call-suspended`` -> a ``data-tool-call-suspended`` part.
 Everything else (``raw``, ``response-metadata``, ...) is not sent.
 """
 
@@ -34,6 +37,7 @@ from ._http import dumps
 __all__ = [
     "UI_STREAM_HEADERS",
     "UiStreamEncoder",
+    "approval_id",
     "ui_chunks",
     "ui_frame",
 ]
@@ -195,6 +199,26 @@ _PAYLOAD_CONVERTERS: Final[dict[str, Callable[[Wire], list[dict[str, Any]]]]] = 
     "file": _file,
     "error": lambda p: [{"type": "error", "errorText": _error_text(p.get("error"))}],
     "tripwire": _tripwire,
+    "tool-output-denied": lambda p: [
+        {"type": "tool-output-denied", "toolCallId": p["toolCallId"]}
+    ],
+    "tool-call-suspended": lambda p: [
+        {
+            "type": "data-tool-call-suspended",
+            "id": p["toolCallId"],
+            "data": {
+                key: p[key]
+                for key in (
+                    "toolCallId",
+                    "toolName",
+                    "args",
+                    "suspendPayload",
+                    "resumeSchema",
+                )
+                if key in p
+            },
+        }
+    ],
     "step-retry": lambda p: [{"type": "data-step-retry", "data": dict(p)}],
     "abort": lambda p: [{"type": "abort"}],
     "finish": lambda p: [{"type": "finish", "finishReason": _finish_reason(p)}],
@@ -214,6 +238,18 @@ def ui_chunks(chunk: Chunk) -> list[dict[str, Any]]:
         ]
     if kind == "start":
         return [_with({"type": "start"}, {"messageId": wire.get("runId")}, "messageId")]
+    if kind == "tool-call-approval":
+        # Only the keys ai 6.0.0's strict schema knows; the approval id names
+        # the run and the call (Mastra's bridge does the same), so the answer
+        # coming back in the next chat request finds its run.
+        payload = wire.get("payload") or {}
+        return [
+            {
+                "type": "tool-approval-request",
+                "approvalId": approval_id(wire.get("runId"), payload["toolCallId"]),
+                "toolCallId": payload["toolCallId"],
+            }
+        ]
     convert = _PAYLOAD_CONVERTERS.get(kind)
     if convert is None:
         return []
@@ -249,6 +285,12 @@ class UiStreamEncoder:
             self._open.clear()
             out = [*ends, *out]
         return out
+
+
+def approval_id(run_id: str | None, tool_call_id: str) -> str:
+    """The AI SDK ``approvalId`` of a waiting call: ``<runId>::<toolCallId>``
+    (Mastra's bridge's form)."""
+    return f"{run_id}::{tool_call_id}"
 
 
 def ui_frame(value: Mapping[str, Any]) -> bytes:

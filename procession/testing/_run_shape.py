@@ -10,7 +10,11 @@ way:
   output pass, ``step-finish`` (reason ``error``, if a step was open) and
   ``finish`` (reason ``error``); or last,
   right after the run's ``finish`` (``process_output_result`` failed);
-* ``tripwire`` or ``abort`` — the last chunk, no ``finish``.
+* ``tripwire`` or ``abort`` — the last chunk, no ``finish``;
+* ``suspended`` — the run waits for a person: ``tool-call-approval`` or
+  ``tool-call-suspended`` is the last chunk, its step left open (Mastra's
+  shape). The continuation's stream (``Agent.approve_tool_call``...) starts
+  without ``start``, inside that open step: check it with ``continued=True``.
 """
 
 from __future__ import annotations
@@ -27,22 +31,27 @@ from ..chunks import (
     StepFinishChunk,
     StepRetryChunk,
     StepStartChunk,
+    ToolCallApprovalChunk,
+    ToolCallSuspendedChunk,
     TripwireChunk,
 )
 
+_WAITING = (ToolCallApprovalChunk, ToolCallSuspendedChunk)
+
 __all__ = ["RunEnd", "assert_run_shape"]
 
-RunEnd = Literal["finish", "error", "tripwire", "abort"]
+RunEnd = Literal["finish", "error", "tripwire", "abort", "suspended"]
 
 
 def _type(chunk: Any) -> str:
     return str(getattr(chunk, "type", type(chunk).__name__))
 
 
-def assert_run_shape(chunks: Sequence[Any]) -> RunEnd:
+def assert_run_shape(chunks: Sequence[Any], *, continued: bool = False) -> RunEnd:
     """Check that ``chunks`` (a whole run's stream, as the client received it)
-    keeps the order above; return how the run ended. Raises ``AssertionError``
-    naming the first chunk out of place."""
+    keeps the order above; return how the run ended. ``continued``: the
+    stream of a run that went on after a pause (it begins inside the paused
+    step). Raises ``AssertionError`` naming the first chunk out of place."""
     if not chunks:
         raise AssertionError("a run streams at least one chunk; got none")
     names = [_type(c) for c in chunks]
@@ -53,8 +62,11 @@ def assert_run_shape(chunks: Sequence[Any]) -> RunEnd:
         )
 
     last = chunks[-1]
-    if last.__class__ is TripwireChunk or last.__class__ is AbortChunk:
-        end: RunEnd = "tripwire" if last.__class__ is TripwireChunk else "abort"
+    if last.__class__ in _WAITING:
+        end: RunEnd = "suspended"
+        body = len(chunks) - 1
+    elif last.__class__ is TripwireChunk or last.__class__ is AbortChunk:
+        end = "tripwire" if last.__class__ is TripwireChunk else "abort"
         body = len(chunks) - 1
     else:
         errors = [i for i, c in enumerate(chunks) if c.__class__ is ErrorChunk]
@@ -69,11 +81,13 @@ def assert_run_shape(chunks: Sequence[Any]) -> RunEnd:
                 raise fail(len(chunks) - 1, "a run that did not fail ends with finish")
     # The output pass failed after the finish: [..., finish, error].
     finish_then_error = end == "error" and body == len(chunks) - 1
-    open_step: int | None = None
+    open_step: int | None = 0 if continued else None
     for index in range(body):
         cls = chunks[index].__class__
-        if cls is StartChunk and index != 0:
-            raise fail(index, "start is the first chunk, once")
+        if cls is StartChunk and (index != 0 or continued):
+            raise fail(index, "start is the first chunk, once (none continued)")
+        if cls in _WAITING:
+            raise fail(index, "a run stops at the call it waits on")
         if cls is ErrorChunk or (
             cls is FinishChunk and not (finish_then_error and index == body - 1)
         ):

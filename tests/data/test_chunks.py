@@ -74,6 +74,10 @@ EXPECTED_TYPES = {
     "step-retry",
     "object",
     "object-result",
+    # A run that waits for a person (Mastra's approval / suspension chunks).
+    "tool-call-approval",
+    "tool-call-suspended",
+    "tool-output-denied",
 }
 
 

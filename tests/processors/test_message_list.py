@@ -688,15 +688,12 @@ def test_prompt_pending_denied_and_streaming_calls() -> None:
     denied.tool_invocation.approval = {"approved": False, "reason": "no"}
     message = assistant(tool("c1"), tool("c2", "partial-call"), denied, id="a")
     assert to_prompt_messages([message]) == [
+        # c1 waits for its result (a pending approval): left out, as Mastra
+        # does; a declined call's reason is its result (not an error).
         PromptAssistantMessage(
-            [
-                PromptToolCallPart("c1", "lookup-customer", {"id": 7}),
-                PromptToolCallPart("c3", "lookup-customer", {"id": 7}),
-            ]
+            [PromptToolCallPart("c3", "lookup-customer", {"id": 7})]
         ),
-        PromptToolMessage(
-            [PromptToolResultPart("c3", "lookup-customer", "no", is_error=True)]
-        ),
+        PromptToolMessage([PromptToolResultPart("c3", "lookup-customer", "no")]),
     ]
 
 

@@ -118,7 +118,7 @@ def test_the_tree_draws_every_public_error_and_nothing_else() -> None:
     drawn = set(
         re.findall(
             r"^ {4}(?:[│ ]   )*(?:[├└]── )?"
-            r"(\w+(?:Error|Exhausted|Timeout|Exceeded)|TripWire)\b",
+            r"(\w+(?:Error|Exhausted|Timeout|Exceeded|Decided|NotFound)|TripWire)\b",
             doc,
             re.M,
         )

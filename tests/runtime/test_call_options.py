@@ -46,7 +46,7 @@ def test_every_unknown_keyword_is_named_and_nothing_runs() -> None:
     with pytest.raises(
         TypeError,
         match=r"^Agent\.generate\(\) got unexpected keyword argument\(s\) max_stepz, "
-        r"modle; the per-call options are: input_processors, .*, resource_id$",
+        r"modle; the per-call options are: input_processors, .*, approval_ttl$",
     ):
         agent.generate("hi", **options).close()  # (raised before it exists)
     assert model.calls == []

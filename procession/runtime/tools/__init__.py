@@ -40,6 +40,7 @@ from ._arguments import parse_arguments as parse_arguments
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolSet as ToolSet
+from ._tool import ToolSuspended as ToolSuspended
 from ._tool import execute_tool as execute_tool
 from ._tool import tool as tool
 
@@ -47,6 +48,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolSet",
+    "ToolSuspended",
     "execute_tool",
     "json_schema",
     "parse_arguments",

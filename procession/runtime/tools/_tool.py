@@ -14,7 +14,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, TypeAlias, overload
+from typing import Any, Final, NoReturn, TypeAlias, overload
 
 import attrs
 import trio
@@ -25,16 +25,29 @@ from ...processors import AbortSignal, ProcessorStreamWriter, RequestContext
 from ...wire import ValueSchema, short_repr
 
 __all__ = [
+    "ApprovalPolicy",
     "Tool",
     "ToolContext",
     "ToolInput",
     "ToolSet",
+    "ToolSuspended",
     "execute_tool",
     "tool",
 ]
 
 ToolInput: TypeAlias = type[Any] | Mapping[str, Any] | None
 """What a tool's ``input`` may be: an attrs class, a JSON Schema dict or None."""
+
+
+class ToolSuspended(BaseException):
+    """Raised by ``ToolContext.suspend(payload)``: the tool stops and the run
+    waits for ``Agent.resume_stream``. A ``BaseException``, so a tool's own
+    ``except Exception:`` does not swallow it."""
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__("the tool suspended itself")
+        self.payload = payload
+
 
 _NAME_RE: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 """Tool names model providers accept (Anthropic's and OpenAI's common rule)."""
@@ -67,6 +80,26 @@ class ToolContext:
     """Set when the run is being cancelled (a tool may also just be cancelled)."""
     messages: Sequence[Any] = ()
     """The conversation so far (read it; do not edit it)."""
+    resume_data: Any = None
+    """What ``Agent.resume_stream`` gave, when the tool runs again after it
+    suspended itself; None on its first call."""
+    suspend_payload: Any = None
+    """What the tool passed to ``suspend`` the first time (on the call that
+    resumes it)."""
+
+    def suspend(self, payload: Any = None) -> NoReturn:
+        """Stop the tool here; the run waits for a person, who answers with
+        ``Agent.resume_stream(run_id, resume_data)``. The tool is then called
+        again from the top, with ``context.resume_data`` set (Mastra's
+        ``suspend()``). ``payload`` (JSON) reaches the client in the
+        ``tool-call-suspended`` chunk. Never returns."""
+        raise ToolSuspended(payload)
+
+
+ApprovalPolicy: TypeAlias = bool | Callable[[Any, ToolContext], Any]
+"""A tool's ``require_approval``: a bool, or ``fn(args, context)`` returning
+(or awaiting to) a bool, asked once per call. A policy that raises requires
+approval (it fails closed)."""
 
 
 def _accepts_two_positional(fn: Callable[..., Any]) -> bool:
@@ -115,6 +148,13 @@ class Tool:
     input: type[Any] | Mapping[str, Any] | None = None
     execute: Callable[[Any, ToolContext], Any]
     provider_options: Mapping[str, Any] | None = None
+    require_approval: ApprovalPolicy = False
+    """Whether a call waits for a person's approval before it runs: a bool, or
+    ``fn(args, context)`` returning one (asked once per call; it overrides
+    the agent's ``require_tool_approval``, as in Mastra)."""
+    resume_schema: Mapping[str, Any] | None = None
+    """The JSON Schema of what ``resume_stream`` gives a tool that suspends
+    itself (shown to the client; None: any JSON)."""
     _schema: dict[str, Any] = attrs.field(init=False, repr=False)
     _checker: ValueSchema | None = attrs.field(init=False, repr=False)
     """Checks the arguments (None: the tool takes no input)."""
@@ -140,6 +180,20 @@ class Tool:
             raise ConfigurationError(
                 f"tool {self.name!r}: execute {self.execute!r} must accept two "
                 f"positional arguments (args, context)"
+            )
+        if not isinstance(self.require_approval, bool) and not callable(
+            self.require_approval
+        ):
+            raise ConfigurationError(
+                f"tool {self.name!r}: require_approval must be a bool or a "
+                f"function (args, context) -> bool, got {self.require_approval!r}"
+            )
+        if self.resume_schema is not None and not isinstance(
+            self.resume_schema, Mapping
+        ):
+            raise ConfigurationError(
+                f"tool {self.name!r}: resume_schema must be a JSON Schema dict or "
+                f"None, got {self.resume_schema!r}"
             )
         if self.provider_options is not None and not isinstance(
             self.provider_options, Mapping
@@ -267,6 +321,8 @@ def _make_tool(
     description: str | None,
     input: ToolInput,
     provider_options: Mapping[str, Any] | None,
+    require_approval: ApprovalPolicy = False,
+    resume_schema: Mapping[str, Any] | None = None,
 ) -> Tool:
     if not callable(fn):
         raise ConfigurationError(f"@tool decorates a function, got {fn!r}")
@@ -286,6 +342,8 @@ def _make_tool(
         input=input,
         execute=_adapt(fn),
         provider_options=provider_options,
+        require_approval=require_approval,
+        resume_schema=resume_schema,
     )
 
 
@@ -300,6 +358,8 @@ def tool(
     description: str | None = None,
     input: ToolInput = None,
     provider_options: Mapping[str, Any] | None = None,
+    require_approval: ApprovalPolicy = False,
+    resume_schema: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -309,6 +369,8 @@ def tool(
     description: str | None = None,
     input: ToolInput = None,
     provider_options: Mapping[str, Any] | None = None,
+    require_approval: ApprovalPolicy = False,
+    resume_schema: Mapping[str, Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` of a function: ``@tool`` or ``@tool("name", ...)``.
 
@@ -318,6 +380,8 @@ def tool(
       with (else None: no arguments).
     * The function is called as ``fn(args, context)``; one that takes a single
       parameter is called as ``fn(args)``, one that takes none as ``fn()``.
+    * ``require_approval=True`` (or ``fn(args, context) -> bool``): a call
+      waits for a person's approval before it runs (``Tool.require_approval``).
 
     The decorated name is bound to the ``Tool``, not the function.
 
@@ -325,10 +389,26 @@ def tool(
         ConfigurationError: as ``Tool`` does.
     """
     if callable(name):
-        return _make_tool(name, None, description, input, provider_options)
+        return _make_tool(
+            name,
+            None,
+            description,
+            input,
+            provider_options,
+            require_approval,
+            resume_schema,
+        )
 
     def decorate(fn: Callable[..., Any]) -> Tool:
-        return _make_tool(fn, name, description, input, provider_options)
+        return _make_tool(
+            fn,
+            name,
+            description,
+            input,
+            provider_options,
+            require_approval,
+            resume_schema,
+        )
 
     return decorate
 
