@@ -6,6 +6,7 @@
 """
 
 from .._faces import fixup_module_metadata as _fixup_module_metadata
+from ..data import PendingToolCall as PendingToolCall
 from ..models import FinishReason as FinishReason
 from ..models import LanguageModel as LanguageModel
 from ..models import ModelFinish as ModelFinish
@@ -18,6 +19,8 @@ from ..models import registered_providers as registered_providers
 from ..models import resolve_model as resolve_model
 from ..models import unregister_provider as unregister_provider
 from ._agent import Agent as Agent
+from ._answer import SuspendedRun as SuspendedRun
+from ._approval import RequireToolApproval as RequireToolApproval
 from ._options import USE_AGENT_DEFAULT as USE_AGENT_DEFAULT
 from ._options import UseAgentDefault as UseAgentDefault
 from ._options import new_run_id as new_run_id
@@ -27,6 +30,7 @@ from ._stream import AgentStream as AgentStream
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import ToolSet as ToolSet
+from .tools import ToolSuspended as ToolSuspended
 from .tools import execute_tool as execute_tool
 from .tools import json_schema as json_schema
 from .tools import parse_arguments as parse_arguments
@@ -41,12 +45,16 @@ __all__ = [
     "ModelFinish",
     "ModelRequest",
     "ModelResponse",
+    "PendingToolCall",
     "RETRY_FEEDBACK_TAG",
+    "RequireToolApproval",
+    "SuspendedRun",
     "Tool",
     "ToolChoice",
     "ToolContext",
     "ToolDefinition",
     "ToolSet",
+    "ToolSuspended",
     "USE_AGENT_DEFAULT",
     "UseAgentDefault",
     "execute_tool",
