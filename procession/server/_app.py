@@ -11,6 +11,7 @@ import time
 from collections.abc import (
     Awaitable,
     Callable,
+    Iterable,
     Mapping,
     MutableMapping,
     Sequence,
@@ -27,6 +28,7 @@ from .._errors import (
     WaitingRunNotFound,
 )
 from .._secrets import get_logger, redact
+from ..chunks import Chunk
 from ..memory import MissingThreadError, ThreadOwnershipError
 from ..processors import ConfigurationError
 from ..runtime import Agent, AgentResult
@@ -55,7 +57,13 @@ from ._memory_routes import (
     thread_wire,
     threads_body,
 )
-from ._requests import RunRequest, parse_chat_body, parse_run_body
+from ._requests import (
+    ChatApproval,
+    RunRequest,
+    approval_answers,
+    parse_chat_body,
+    parse_run_body,
+)
 from ._resume import follow_log, last_event_id, lost_frames, stream_resumable
 from ._security import (
     ANYONE,
@@ -622,7 +630,12 @@ class ProcessionApp:
 
     async def _chat(self, req: _Request) -> None:
         agent = self._agent(req.params.get("agent"))
-        chat_id, request = parse_chat_body(await self._body(req))
+        body = await self._body(req)
+        answers = approval_answers(body)
+        if answers:
+            await self._answer_in_chat(req, agent, answers)
+            return
+        chat_id, request = parse_chat_body(body)
         if agent.memory is not None and request.thread_id is not None:
             # The thread holds the history: only the new turn goes in.
             request = attrs.evolve(request, messages=_new_turn(request.messages))
@@ -634,6 +647,56 @@ class ProcessionApp:
             chat_key(req.principal.resource, chat_id or request.run_id),
             lambda name, message: _ui_error_frame(f"{name}: {message}"),
         )
+
+    async def _answer_in_chat(
+        self, req: _Request, agent: Agent, answers: list[ChatApproval]
+    ) -> None:
+        """The AI SDK's approval round trip: the chat's next request carries
+        the answer (``addToolApprovalResponse``: a tool part in state
+        ``approval-responded``); the run it names goes on, streamed as a UI
+        message stream that continues the same assistant message. An answer
+        already applied (still in the history of a later request) is skipped
+        when another applies; alone, it is the 409 it is."""
+        owner = req.principal.resource
+        last: Exception | None = None
+        for answer in answers:
+            if answer.approved:
+                run = agent.approve_tool_call(
+                    answer.run_id,
+                    answer.tool_call_id,
+                    resource_id=owner,
+                    decided_by=owner,
+                )
+            else:
+                run = agent.decline_tool_call(
+                    answer.run_id,
+                    answer.tool_call_id,
+                    answer.reason,
+                    resource_id=owner,
+                    decided_by=owner,
+                )
+            settings = attrs.evolve(
+                self._ui_settings(), encode=_ui_encoder(answer.message_id)
+            )
+            key = run_key(owner, answer.run_id)
+            req.span.run_id = answer.run_id
+            try:
+                await stream_response(
+                    req.send,
+                    req.receive,
+                    run,
+                    settings,
+                    registry=self.runs,
+                    key=key,
+                    shutdown=self.shutdown_event,
+                    hold=self._holds(agent),
+                )
+            except (ApprovalAlreadyDecided, WaitingRunNotFound) as exc:
+                last = exc  # raised on entering: nothing was sent
+                continue
+            return
+        assert last is not None
+        raise last
 
     async def _follow(
         self,
@@ -946,6 +1009,11 @@ def _mastra_gap_frame(name: str, message: str, run_id: str) -> bytes:
         "payload": {"error": {"name": name, "message": redact(message)}},
     }
     return b"data: " + dumps(wire) + b"\n\n"
+
+
+def _ui_encoder(message_id: str | None) -> Callable[[Chunk], Iterable[bytes]]:
+    encoder = UiStreamEncoder(continues=message_id)
+    return lambda chunk: [ui_frame(c) for c in encoder(chunk)]
 
 
 def _ui_error_frame(message: str) -> bytes:

@@ -18,7 +18,13 @@ from ..wire import parse_message
 from ._http import HttpError
 from ._security import check_id
 
-__all__ = ["RunRequest", "parse_chat_body", "parse_run_body"]
+__all__ = [
+    "ChatApproval",
+    "RunRequest",
+    "approval_answers",
+    "parse_chat_body",
+    "parse_run_body",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -220,3 +226,67 @@ def _kind(value: object) -> str:
     if len(text) > 80:
         text = text[:77] + "..."
     return f"{type(value).__name__} {text}"
+
+
+@attrs.frozen(kw_only=True)
+class ChatApproval:
+    """An answer to a waiting call, as ``useChat`` sends it back: a tool part
+    of the last assistant message in state ``approval-responded``."""
+
+    run_id: str
+    tool_call_id: str
+    approved: bool
+    reason: str | None
+    message_id: str | None
+    """The assistant message the continuation goes on writing."""
+
+
+def approval_answers(body: Mapping[str, Any]) -> list[ChatApproval]:
+    """The approval answers in a chat body (``addToolApprovalResponse``):
+    the tool parts of its last message, when that is the assistant's, in
+    state ``approval-responded``, whose ``approval.id`` is
+    ``<runId>::<toolCallId>`` (what the stream's ``tool-approval-request``
+    said). A part that says so wrongly is a 400 naming it."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return []
+    last = messages[-1]
+    if not isinstance(last, Mapping) or last.get("role") != "assistant":
+        return []
+    parts = last.get("parts")
+    if not isinstance(parts, list):
+        return []
+    found = []
+    for index, part in enumerate(parts):
+        if not isinstance(part, Mapping) or part.get("state") != "approval-responded":
+            continue
+        where = f"messages[{len(messages) - 1}].parts[{index}]"
+        approval = part.get("approval")
+        if not isinstance(approval, Mapping) or not isinstance(
+            approval.get("approved"), bool
+        ):
+            raise HttpError(
+                400,
+                f"'{where}.approval' must be {{id, approved, reason?}}",
+                field=f"{where}.approval",
+            )
+        run_id, sep, call_id = str(approval.get("id", "")).rpartition("::")
+        if not sep or not run_id or call_id != part.get("toolCallId"):
+            raise HttpError(
+                400,
+                f"'{where}.approval.id' must be '<runId>::<toolCallId>' of this "
+                f"part's call, as the stream's tool-approval-request gave it",
+                field=f"{where}.approval.id",
+            )
+        check_id(run_id, f"{where}.approval.id")
+        reason = approval.get("reason")
+        found.append(
+            ChatApproval(
+                run_id=run_id,
+                tool_call_id=call_id,
+                approved=approval["approved"],
+                reason=reason if isinstance(reason, str) else None,
+                message_id=last.get("id") if isinstance(last.get("id"), str) else None,
+            )
+        )
+    return found

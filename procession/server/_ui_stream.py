@@ -266,13 +266,19 @@ class UiStreamEncoder:
     ends the run are closed first (``text-end`` / ``reasoning-end``), so the
     AI SDK never leaves a part ``state: "streaming"``."""
 
-    __slots__ = ("_open",)
+    __slots__ = ("_continues", "_open")
 
-    def __init__(self) -> None:
+    def __init__(self, *, continues: str | None = None) -> None:
         self._open: dict[str, str] = {}  # part id -> "text" | "reasoning"
+        self._continues = continues
+        """A continuation's stream (it has no ``start``) goes on writing the
+        UI message with this id: its first frame is ``start`` naming it."""
 
     def __call__(self, chunk: Chunk) -> list[dict[str, Any]]:
         out = ui_chunks(chunk)
+        if self._continues is not None:
+            out = [{"type": "start", "messageId": self._continues}, *out]
+            self._continues = None
         kind = chunk.type
         if kind in _OPENS:
             for part in out:

@@ -212,3 +212,59 @@ async def test_mastra_client_js_answers_a_waiting_call(
             "reason": "not today",
         }
         assert executed == []
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("how", ["approve", "decline"])
+async def test_the_ai_sdk_chat_answers_a_waiting_call(
+    tmp_path: Path, node_clients: Path, how: str
+) -> None:
+    """``addToolApprovalResponse`` with ``sendAutomaticallyWhen``: the next
+    request carries the answer; the run goes on in the same assistant
+    message, which ends with the tool's output (or its denial) and the text."""
+    assert NODE is not None
+    executed: list[int] = []
+    app = create_app([_agent(tmp_path, executed)])
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(
+            lambda task_status: serve(
+                app, port=0, shutdown_trigger=stop.wait, task_status=task_status
+            )
+        )
+        try:
+            with trio.fail_after(60):
+                done = await trio.run_process(
+                    [
+                        NODE,
+                        str(node_clients / "approve_chat.mjs"),
+                        urls[0],
+                        "clerk",
+                        how,
+                    ],
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                )
+        finally:
+            stop.set()
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["errors"] == []
+    assert seen["status"] == "ready"
+    assert seen["requests"] == 2
+    assert ["tool-delete_record", "approval-requested"] in seen["pausedParts"]
+    assert seen["approvalId"].endswith("::call-1")
+    user, assistant = seen["messages"]
+    assert (user["role"], assistant["role"]) == ("user", "assistant")
+    tool_parts = [p for p in assistant["parts"] if p[0] == "tool-delete_record"]
+    texts = [p[2] for p in assistant["parts"] if p[0] == "text"]
+    assert texts == ["Deleted."]
+    if how == "approve":
+        assert tool_parts == [
+            ["tool-delete_record", "output-available", {"deleted": 42}]
+        ]
+        assert executed == [42]
+    else:
+        assert tool_parts == [["tool-delete_record", "output-denied", None]]
+        assert executed == []
