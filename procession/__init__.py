@@ -36,6 +36,7 @@ from ._errors import ProviderTimeoutError as ProviderTimeoutError
 from ._errors import RateLimitError as RateLimitError
 from ._errors import RunDeadlineExceeded as RunDeadlineExceeded
 from ._errors import ToolArgumentsError as ToolArgumentsError
+from ._errors import ToolSourceNotOpenError as ToolSourceNotOpenError
 from ._errors import TripWire as TripWire
 from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
 from ._errors import WireFormatError as WireFormatError
@@ -82,6 +83,7 @@ __all__ = [
     "SystemMessage",
     "Tool",
     "ToolArgumentsError",
+    "ToolSourceNotOpenError",
     "TripWire",
     "UnknownChunkTypeError",
     "WireFormatError",

@@ -6,6 +6,8 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     ProcessionError
     ├── ConfigurationError (ValueError)    bad arguments to Agent/generate/stream
     │   ├── DuplicateProcessorIdError      two processors share one id
+    │   ├── ToolSourceNotOpenError         a tool source (an MCPTools) used
+    │   │                                  outside its ``async with``
     │   └── ScriptError                    a malformed ScriptedModel script
     │                                      (procession.testing)
     ├── ProcessorContractError (TypeError) a hook returned what the contract forbids
@@ -104,6 +106,7 @@ __all__ = [
     "StorageUnavailableError",
     "ThreadOwnershipError",
     "ToolArgumentsError",
+    "ToolSourceNotOpenError",
     "TripWire",
     "UnknownChunkTypeError",
     "WireFormatError",
@@ -143,6 +146,13 @@ class DuplicateProcessorIdError(ConfigurationError):
             f"several lanes)"
         )
         self.processor_id = processor_id
+
+
+class ToolSourceNotOpenError(ConfigurationError):
+    """A tool source (``procession.mcp.MCPTools``) was used while it is not
+    open: its tools exist only inside ``async with source:`` (``create_app``
+    and ``procession serve`` open the sources of their agents). The message
+    names the source."""
 
 
 class ProcessorContractError(ProcessionError, TypeError):

@@ -27,6 +27,7 @@ from ._stream import AgentStream as AgentStream
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import ToolSet as ToolSet
+from .tools import ToolSource as ToolSource
 from .tools import execute_tool as execute_tool
 from .tools import json_schema as json_schema
 from .tools import parse_arguments as parse_arguments
@@ -47,6 +48,7 @@ __all__ = [
     "ToolContext",
     "ToolDefinition",
     "ToolSet",
+    "ToolSource",
     "USE_AGENT_DEFAULT",
     "UseAgentDefault",
     "execute_tool",

@@ -40,7 +40,7 @@ from ._registrations import Registrations
 from ._result import AgentResult
 from ._state import RunSpec
 from ._stream import AgentStream, open_stream
-from .tools import Tool, ToolSet
+from .tools import Tool, ToolSet, ToolSource
 
 __all__ = ["Agent"]
 
@@ -61,7 +61,9 @@ class Agent:
         name: display name (defaults to ``id``).
         instructions: the system prompt (a str or a list of them).
         model: a ``LanguageModel`` or a ``"provider/model-id"`` string.
-        tools: a list of ``Tool`` objects, or a ``{name: Tool}`` dict.
+        tools: a list of ``Tool`` objects and tool sources (e.g.
+            ``procession.mcp.MCPTools``, whose tools are offered as the source
+            has them at each step), or a ``{name: Tool}`` dict.
         input_processors, output_processors, error_processors: the three lanes;
             each a list, or a callable of the request context returning one.
         max_processor_retries: the retry budget shared by every retry source; no
@@ -107,7 +109,7 @@ class Agent:
         model: Any,
         name: str | None = None,
         instructions: str | Sequence[str] | None = None,
-        tools: Sequence[Tool] | Mapping[str, Tool] | None = None,
+        tools: Sequence[Tool | ToolSource] | Mapping[str, Tool] | None = None,
         input_processors: ProcessorList | None = None,
         output_processors: ProcessorList | None = None,
         error_processors: ProcessorList | None = None,
@@ -262,8 +264,12 @@ class Agent:
         chosen = (
             self.model if isinstance(model, UseAgentDefault) else self.model_for(model)
         )
+        # A tool source that is not open, or two tools of one name, is an
+        # error now; each step takes its own snapshot (a source's list may
+        # change between steps).
+        offered = tools.snapshot()
         if active_tools is not None:
-            tools.names(list(active_tools))  # unknown names are an error now
+            offered.names(list(active_tools))  # unknown names are an error now
         spec = RunSpec(
             run_id=run_id or new_run_id(),
             processors=processors,
@@ -446,7 +452,7 @@ def _with_working_memory_tool(tools: ToolSet, memory: Memory) -> ToolSet:
         input=spec.input_schema,
         execute=spec.execute,
     )
-    return ToolSet([*tools.values(), tool])
+    return tools.extended([tool])
 
 
 def _options_of(scope: Mapping[str, Any]) -> dict[str, Any]:
