@@ -47,6 +47,14 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   │                                  (procession.memory)
     │   └── MissingThreadError (ValueError) memory is on, no thread id came
     │                                      (procession.memory)
+    ├── MCPServerError                     an MCP server failed
+    │   │                                  (procession.mcp)
+    │   ├── MCPConnectionError             it would not start, or the connection
+    │   │                                  dropped (procession.mcp)
+    │   ├── MCPTimeoutError                no answer within the connect or call
+    │   │                                  timeout (procession.mcp)
+    │   └── MCPToolError                   a call answered with an error, which
+    │                                      the model sees (procession.mcp)
     ├── ScriptExhausted                    a ScriptedModel ran out of turns
     │                                      (procession.testing)
     └── FakeProviderError (AssertionError) the fake server's script was not met
@@ -84,6 +92,10 @@ __all__ = [
     "DuplicateProcessorIdError",
     "EventTooLargeError",
     "InvalidTextError",
+    "MCPConnectionError",
+    "MCPServerError",
+    "MCPTimeoutError",
+    "MCPToolError",
     "MessageFormatError",
     "MissingFieldError",
     "MissingThreadError",
@@ -404,6 +416,37 @@ class EventTooLargeError(ProviderStreamError):
         )
         self.limit = limit
         self.size = size
+
+
+class MCPServerError(ProcessionError):
+    """An MCP server failed (``procession.mcp``). ``server`` is its display
+    name (never a URL's credentials, a header or an environment value: no
+    message, repr or log line of these errors carries a secret); ``tool`` the
+    tool called, when there was a call."""
+
+    def __init__(self, message: str, *, server: str, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+
+
+class MCPConnectionError(MCPServerError):
+    """The MCP server would not start or connect, or the connection dropped:
+    during a call (which is not retried: it may have run), or for good (the
+    one reconnection failed too). Not an ``OSError``, for the reason
+    ``ProviderConnectionError`` is not one."""
+
+
+class MCPTimeoutError(MCPServerError):
+    """The MCP server did not answer within ``connect_timeout`` (starting,
+    connecting, listing its tools) or ``call_timeout`` (one tool call, which
+    is cancelled on the server)."""
+
+
+class MCPToolError(MCPServerError):
+    """A tool call came back as an error (``isError``, or a JSON-RPC error):
+    the message is the server's text, which the model reads as the tool's
+    error, as Mastra passes it on."""
 
 
 class StorageError(ProcessionError):

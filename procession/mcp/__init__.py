@@ -1,0 +1,39 @@
+"""Tools from any MCP server, and agents served as MCP tools.
+
+``MCPTools`` puts the tools of a Model Context Protocol server (over stdio or
+streamable HTTP) in an agent's ``tools=`` list; they are called through the
+same path as ``@tool`` tools, so ``process_tool_result``, tracing, timeouts
+and cancellation apply. Serving agents the other way round, as MCP tools
+``ask_<agent id>``: ``procession serve --mcp`` (stdio) and the ``/api/mcp``
+route of ``procession.server.create_app`` (streamable HTTP).
+
+Built on the official ``mcp`` SDK (``pip install "procession[mcp]"``; it runs
+on trio through anyio). Importing this module does not import the SDK.
+"""
+
+from .._errors import MCPConnectionError as MCPConnectionError
+from .._errors import MCPServerError as MCPServerError
+from .._errors import MCPTimeoutError as MCPTimeoutError
+from .._errors import MCPToolError as MCPToolError
+from .._errors import ToolSourceNotOpenError as ToolSourceNotOpenError
+from .._faces import fixup_module_metadata as _fixup_module_metadata
+from ._tools import ApprovalPolicy as ApprovalPolicy
+from ._tools import MCPTool as MCPTool
+from ._tools import MCPToolAnnotations as MCPToolAnnotations
+from ._tools import MCPTools as MCPTools
+from ._tools import ToolApproval as ToolApproval
+
+__all__ = [
+    "ApprovalPolicy",
+    "MCPConnectionError",
+    "MCPServerError",
+    "MCPTimeoutError",
+    "MCPTool",
+    "MCPToolAnnotations",
+    "MCPToolError",
+    "MCPTools",
+    "ToolApproval",
+    "ToolSourceNotOpenError",
+]
+
+_fixup_module_metadata(__name__, globals())
