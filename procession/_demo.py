@@ -586,6 +586,13 @@ def _parser() -> argparse.ArgumentParser:
         help="allow a non-loopback --host with no bearer token configured",
     )
     serve.add_argument(
+        "--mcp",
+        action="store_true",
+        help="speak MCP over stdin and stdout instead of HTTP: each agent is the "
+        "tool ask_<agent id>, for an MCP client that starts the server itself "
+        "(Claude Desktop, an IDE); needs the mcp extra",
+    )
+    serve.add_argument(
         "--bus",
         default=os.environ.get("PROCESSION_BUS_URL") or None,
         help="redis://host:port/db: resumable runs in Redis Streams, shared "
@@ -601,14 +608,19 @@ def _serve(args: argparse.Namespace) -> int:
     from .server import check_bind, create_app, load_target, serve
 
     try:
+        if args.mcp and args.bus:
+            raise ConfigurationError("--bus is for HTTP; --mcp serves over stdio")
         if args.target:
             app = load_target(args.target, bus=args.bus)
         else:
             app = create_app([demo_agent(ServedDemoModel())], bus=args.bus)
-        check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
+        if not args.mcp:
+            check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
     except ConfigurationError as exc:
         print(f"procession serve: {exc}", file=sys.stderr)
         return 2
+    if args.mcp:
+        return _serve_mcp(list(app.agents.values()))
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
@@ -630,6 +642,27 @@ def _serve(args: argparse.Namespace) -> int:
             )
 
     trio.run(run)
+    return 0
+
+
+def _serve_mcp(agents: list[Agent]) -> int:
+    """``procession serve --mcp``: the agents as MCP tools over stdio, until
+    the client closes stdin; stdout carries only the protocol, so the
+    start-up line goes to stderr."""
+    from .mcp import agent_tool_name, serve_stdio
+
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        print(
+            "procession serve: --mcp needs the mcp extra: "
+            f'pip install "procession[mcp]" ({exc})',
+            file=sys.stderr,
+        )
+        return 2
+    ids = ", ".join(agent_tool_name(a.id) for a in agents)
+    print(f"procession serve: MCP over stdio; tools {ids}", file=sys.stderr, flush=True)
+    trio.run(serve_stdio, agents)
     return 0
 
 

@@ -17,6 +17,12 @@ from .._errors import MCPTimeoutError as MCPTimeoutError
 from .._errors import MCPToolError as MCPToolError
 from .._errors import ToolSourceNotOpenError as ToolSourceNotOpenError
 from .._faces import fixup_module_metadata as _fixup_module_metadata
+from ._agents import AgentCall as AgentCall
+from ._agents import MCPEndpoint as MCPEndpoint
+from ._agents import RunOpener as RunOpener
+from ._agents import agent_tool_name as agent_tool_name
+from ._agents import agents_server as agents_server
+from ._agents import serve_stdio as serve_stdio
 from ._tools import ApprovalPolicy as ApprovalPolicy
 from ._tools import MCPTool as MCPTool
 from ._tools import MCPToolAnnotations as MCPToolAnnotations
@@ -24,16 +30,22 @@ from ._tools import MCPTools as MCPTools
 from ._tools import ToolApproval as ToolApproval
 
 __all__ = [
+    "AgentCall",
     "ApprovalPolicy",
     "MCPConnectionError",
+    "MCPEndpoint",
     "MCPServerError",
     "MCPTimeoutError",
     "MCPTool",
     "MCPToolAnnotations",
     "MCPToolError",
     "MCPTools",
+    "RunOpener",
     "ToolApproval",
     "ToolSourceNotOpenError",
+    "agent_tool_name",
+    "agents_server",
+    "serve_stdio",
 ]
 
 _fixup_module_metadata(__name__, globals())

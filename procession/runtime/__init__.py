@@ -30,6 +30,7 @@ from .tools import ToolSet as ToolSet
 from .tools import ToolSource as ToolSource
 from .tools import execute_tool as execute_tool
 from .tools import json_schema as json_schema
+from .tools import open_tool_sources as open_tool_sources
 from .tools import parse_arguments as parse_arguments
 from .tools import tool as tool
 
@@ -54,6 +55,7 @@ __all__ = [
     "execute_tool",
     "json_schema",
     "new_run_id",
+    "open_tool_sources",
     "parse_arguments",
     "register_provider",
     "registered_providers",

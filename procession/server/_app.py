@@ -7,6 +7,7 @@ import importlib.resources
 import logging
 import re
 from collections.abc import (
+    AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
@@ -14,6 +15,7 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final
 
 import attrs
@@ -22,7 +24,7 @@ import trio
 from ..chunks import Chunk
 from ..memory import ThreadOwnershipError
 from ..processors import ConfigurationError
-from ..runtime import Agent, AgentResult
+from ..runtime import Agent, AgentResult, AgentStream, open_tool_sources
 from ._bus import RunBus, RunBusError
 from ._http import (
     ClientGone,
@@ -37,6 +39,7 @@ from ._http import (
     send_json,
 )
 from ._mastra import agent_info, error_frame, generate_body, mastra_frame
+from ._mcp import McpCaller, mcp_endpoint
 from ._memory_routes import (
     acting_resource,
     owned_thread,
@@ -98,6 +101,7 @@ class ProcessionApp:
         bus: RunBus | None = None,
         resume_grace_s: float = 30.0,
         tracer_provider: Any = None,
+        mcp: bool = False,
     ) -> None:
         self.agents: dict[str, Agent] = {}
         for agent in agents:
@@ -119,6 +123,11 @@ class ProcessionApp:
         # process executes under it: a chat is stopped by its key.
         self._run_ids: dict[str, str] = {}
         self._shutdown: trio.Event | None = None
+        self._mcp = (
+            mcp_endpoint(agents, self._mcp_run, max_body_bytes=max_body_bytes)
+            if mcp
+            else None
+        )
         self._routes = self._route_table()
 
     def _route_table(self) -> list[tuple[str, re.Pattern[str], str, Handler]]:
@@ -190,6 +199,11 @@ class ProcessionApp:
                 "/api/memory/threads/{threadId}/messages",
                 self._thread_messages,
             ),
+            # MCP's streamable HTTP: POST (a message), GET (a stream; not in
+            # stateless mode) and DELETE (a session; none here) at one path.
+            ("POST", "/api/mcp", "/api/mcp", self._mcp_request),
+            ("GET", "/api/mcp", "/api/mcp", self._mcp_request),
+            ("DELETE", "/api/mcp", "/api/mcp", self._mcp_request),
         ]
         return [
             (method, re.compile(pattern), template, handler)
@@ -211,7 +225,8 @@ class ProcessionApp:
         return (
             f"<ProcessionApp agents={list(self.agents)} "
             f"auth={'on' if self._tokens else 'off'} "
-            f"resume={'on' if self.bus is not None else 'off'}>"
+            f"resume={'on' if self.bus is not None else 'off'} "
+            f"mcp={'on' if self._mcp is not None else 'off'}>"
         )
 
     @property
@@ -590,26 +605,72 @@ class ProcessionApp:
         return True
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        """ASGI lifespan: the bus runs (its connections, leases, remote
-        cancels) from startup to shutdown; a bus that cannot start fails the
-        startup with its reason."""
+        """ASGI lifespan: from startup to shutdown the agents' tool sources
+        (their ``MCPTools``) are open, the MCP endpoint runs, and the bus runs
+        (its connections, leases, remote cancels); one that cannot start
+        fails the startup with its reason."""
         message = await receive()
         if message["type"] != "lifespan.startup":  # pragma: no cover - ASGI order
             return
-        if self.bus is None:
-            await send({"type": "lifespan.startup.complete"})
-            await _until_shutdown(receive)
-            await send({"type": "lifespan.shutdown.complete"})
-            return
         try:
-            async with self.bus.running(self.cancel_here):
+            async with self._running():
                 await send({"type": "lifespan.startup.complete"})
                 await _until_shutdown(receive)
         except Exception as exc:
-            logger.exception("the run bus failed")
+            logger.exception("the app failed to start or stop")
             await send({"type": "lifespan.startup.failed", "message": str(exc)})
             return
         await send({"type": "lifespan.shutdown.complete"})
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(
+                open_tool_sources([a.tools for a in self.agents.values()])
+            )
+            if self._mcp is not None:
+                await stack.enter_async_context(self._mcp.running())
+            if self.bus is not None:
+                await stack.enter_async_context(self.bus.running(self.cancel_here))
+            yield
+
+    # --- MCP ---------------------------------------------------------------------
+
+    async def _mcp_request(self, req: _Request) -> None:
+        """``/api/mcp``: the agents as MCP tools ``ask_<agent id>``, behind
+        the same bearer token as every route (checked before this runs)."""
+        if self._mcp is None:
+            raise HttpError(404, "MCP is off here: create_app(mcp=True) turns it on")
+        if not self._mcp.is_running:
+            raise HttpError(
+                503,
+                "the MCP endpoint runs in the app's lifespan, which has not started",
+            )
+        await self._mcp.handle(
+            req.scope, req.receive, req.send, caller=McpCaller(req.token, req.span)
+        )
+
+    @asynccontextmanager
+    async def _mcp_run(
+        self, agent: Agent, body: Mapping[str, Any], caller: McpCaller
+    ) -> AsyncIterator[AgentStream]:
+        """One ``ask_<agent id>`` call's run, as a ``stream`` request's: the
+        token's resource, its thread ownership, the limit on runs, the cancel
+        route and a graceful shutdown all apply."""
+        request = await self._scoped(agent, parse_run_body(body), caller.token)
+        run = self._start_run(agent, request, caller.span)
+        self.runs.reserved += 1
+        try:
+            async with run as stream, trio.open_nursery() as nursery:
+                self.runs.streams[stream.run_id] = stream
+                try:
+                    nursery.start_soon(_cancel_at, self.shutdown_event, stream)
+                    yield stream
+                    nursery.cancel_scope.cancel()
+                finally:
+                    self.runs.streams.pop(stream.run_id, None)
+        finally:
+            self.runs.reserved -= 1
 
     # --- memory ----------------------------------------------------------------
 
@@ -665,6 +726,11 @@ def _encode_ui(chunk: Chunk) -> Iterable[bytes]:
 
 def _message(error: BaseException) -> str:
     return str(error) or type(error).__name__
+
+
+async def _cancel_at(event: trio.Event, stream: AgentStream) -> None:
+    await event.wait()
+    await stream.cancel()
 
 
 async def _until_shutdown(receive: Receive) -> None:

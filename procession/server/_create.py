@@ -10,6 +10,7 @@ from ..runtime import Agent
 from ._app import ProcessionApp
 from ._bus import InProcessRunBus, RunBus
 from ._bus_redis import RedisRunBus
+from ._mcp import mcp_wanted
 from ._security import Cors, resolve_tokens
 
 __all__ = ["create_app"]
@@ -28,6 +29,7 @@ def create_app(
     resume_buffer_frames: int = 1024,
     bus: RunBus | str | None = None,
     tracer_provider: Any = None,
+    mcp: bool | None = None,
 ) -> ProcessionApp:
     """An ASGI 3 app serving ``agents``.
 
@@ -67,6 +69,14 @@ def create_app(
             ``step-finish`` and ``finish``.
         tracer_provider: where the request spans go (default the global
             OpenTelemetry provider; nothing is recorded without an SDK).
+        mcp: serve the agents as MCP tools ``ask_<agent id>`` at ``/api/mcp``
+            (streamable HTTP, behind the same tokens; a call acts for its
+            token's resource). ``None`` (the default): on when the ``mcp``
+            extra is installed; ``True`` needs it.
+
+    The app's lifespan (``serve`` and hypercorn run it) opens the agents'
+    tool sources that are not open yet (their ``MCPTools``); one that will
+    not start fails the startup with its reason.
 
     Raises ``ConfigurationError`` for a bad argument.
     """
@@ -92,6 +102,7 @@ def create_app(
         bus=run_bus,
         resume_grace_s=float(resume_grace_s),
         tracer_provider=tracer_provider,
+        mcp=mcp_wanted(mcp),
     )
 
 

@@ -16,8 +16,10 @@ CLIENTS = Path(__file__).parent / "clients"
 # The pinned versions, one per line (``.ci/run`` installs the same): ai
 # 7.0.38 is the release on @ai-sdk/provider-utils 5.0.13, the one
 # @mastra/core 1.71.0 depends on; @mastra/client-js 1.47.0 is the newest
-# client-js (it pins @mastra/core 1.68); playwright-core drives Debian's
-# chromium for the page's test (it never downloads a browser).
+# client-js (it pins @mastra/core 1.68); @mastra/mcp 1.18.0 is the newest
+# MCPClient for that core (2.0 wants core >= 1.68 with the 2.0 MCP SDK only;
+# 1.18 speaks the 2025 protocol and 2026-07-28 on request); playwright-core
+# drives Debian's chromium for the page's test (it never downloads a browser).
 NPM_PACKAGES = (CLIENTS / "npm-packages.txt").read_text().split()
 
 

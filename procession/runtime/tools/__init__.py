@@ -47,6 +47,7 @@ from ._tool import execute_tool as execute_tool
 from ._tool import tool as tool
 from ._toolset import ToolSet as ToolSet
 from ._toolset import ToolSource as ToolSource
+from ._toolset import open_tool_sources as open_tool_sources
 
 __all__ = [
     "Tool",
@@ -55,6 +56,7 @@ __all__ = [
     "ToolSource",
     "execute_tool",
     "json_schema",
+    "open_tool_sources",
     "parse_arguments",
     "tool",
 ]

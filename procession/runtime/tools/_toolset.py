@@ -13,7 +13,8 @@ at the start of every step, so a source whose tool list changes (MCP's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,7 +24,7 @@ from ..._errors import ConfigurationError
 from ...models import ToolDefinition
 from ._tool import Tool
 
-__all__ = ["ToolSet", "ToolSource"]
+__all__ = ["ToolSet", "ToolSource", "open_tool_sources"]
 
 
 @runtime_checkable
@@ -272,6 +273,30 @@ class ToolSet(Mapping[str, Tool]):
         """
         current = self._current()
         return [current[name].definition() for name in self.names(active)]
+
+
+@asynccontextmanager
+async def open_tool_sources(
+    toolsets: Iterable[ToolSet],
+) -> AsyncIterator[tuple[ToolSource, ...]]:
+    """Open the tool sources of ``toolsets`` (``[agent.tools for agent in
+    agents]``) that are not open yet, each once however many sets list it;
+    close those when leaving. Yields the sources it opened. Checkpoints; a
+    source that fails to open closes the ones opened before it and raises.
+
+    A source someone else opened is left alone: it stays theirs to close.
+    """
+    found: dict[int, ToolSource] = {}
+    for toolset in toolsets:
+        for source in toolset.sources:
+            found.setdefault(id(source), source)
+    async with AsyncExitStack() as stack:
+        opened = []
+        for source in found.values():
+            if not source.is_open:
+                await stack.enter_async_context(source)
+                opened.append(source)
+        yield tuple(opened)
 
 
 def _from(source: ToolSource | None) -> str:
