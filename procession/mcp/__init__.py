@@ -23,11 +23,11 @@ from ._agents import RunOpener as RunOpener
 from ._agents import agent_tool_name as agent_tool_name
 from ._agents import agents_server as agents_server
 from ._agents import serve_stdio as serve_stdio
-from ._tools import ApprovalPolicy as ApprovalPolicy
-from ._tools import MCPTool as MCPTool
-from ._tools import MCPToolAnnotations as MCPToolAnnotations
+from ._tool import ApprovalPolicy as ApprovalPolicy
+from ._tool import MCPTool as MCPTool
+from ._tool import MCPToolAnnotations as MCPToolAnnotations
+from ._tool import ToolApproval as ToolApproval
 from ._tools import MCPTools as MCPTools
-from ._tools import ToolApproval as ToolApproval
 
 __all__ = [
     "AgentCall",

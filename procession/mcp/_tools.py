@@ -1,5 +1,5 @@
-"""``MCPTools``: the tools of one MCP server, as ``Tool`` objects an agent
-calls through its ordinary tool path; ``MCPTool``, one of them.
+"""``MCPTools``: the tools of one MCP server, as ``MCPTool`` objects
+(``_tool``) an agent calls through its ordinary tool path.
 
 One connection per ``MCPTools``, held by a task of its own from ``async
 with`` to its end (the official ``mcp`` SDK's ``Client``; it is built on
@@ -16,16 +16,14 @@ the agent's next step offers it.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, Self, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
-import attrs
 import trio
 
 from .._errors import (
@@ -36,7 +34,7 @@ from .._errors import (
     MCPToolError,
     ToolSourceNotOpenError,
 )
-from ..runtime import Tool, ToolContext
+from ..runtime import ToolContext
 from ._secrets import (
     LOG_REDACTION,
     command_display,
@@ -44,33 +42,23 @@ from ._secrets import (
     split_url,
     url_display,
 )
+from ._tool import (
+    ApprovalPolicy,
+    MCPTool,
+    check_approval,
+    make_tools,
+    result_text,
+    result_value,
+)
+from ._transport import ServerSpec, follows_changes_by_listening, open_client
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from mcp import Client
 
-__all__ = [
-    "ApprovalPolicy",
-    "MCPTool",
-    "MCPToolAnnotations",
-    "MCPTools",
-    "ToolApproval",
-]
+__all__ = ["MCPTools"]
 
 logger: Final = logging.getLogger("procession.mcp")
 
-ToolApproval: TypeAlias = bool | Callable[[Any, ToolContext], "bool | Awaitable[bool]"]
-"""One tool's ``require_approval``: a bool, or ``predicate(args, context)``
-returning (or awaiting to) whether this call needs a person's approval."""
-
-ApprovalPolicy: TypeAlias = (
-    bool | Callable[[str, Any, ToolContext], "bool | Awaitable[bool]"]
-)
-"""``MCPTools(require_approval=...)``: a bool for every tool, or
-``predicate(name, args, context)`` with the tool's name on the server."""
-
-_INVALID_NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9_-]")
 _PREFIX: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,31}")
 _LIST_PAGES: Final = 100
 """Most ``tools/list`` pages read in one listing (a paginator that never ends
@@ -80,77 +68,6 @@ _INVALID_REQUEST: Final = -32600
 _SESSION_GONE: Final = re.compile(r"session (terminated|not found)", re.IGNORECASE)
 """What a streamable-HTTP server says of a session it does not know (it
 restarted): the call never ran."""
-
-
-@attrs.frozen(kw_only=True)
-class MCPToolAnnotations:
-    """A tool's MCP annotations, as the server describes it. They are hints
-    from the server, not guarantees, and never require approval by
-    themselves (``MCPTools(require_approval=...)`` opts in)."""
-
-    title: str | None = None
-    read_only_hint: bool | None = None
-    """``readOnlyHint``: the tool does not change its environment."""
-    destructive_hint: bool | None = None
-    """``destructiveHint``: it may destroy or overwrite (MCP's default: true)."""
-    idempotent_hint: bool | None = None
-    """``idempotentHint``: calling it twice does no more than once."""
-    open_world_hint: bool | None = None
-    """``openWorldHint``: it reaches beyond a closed domain (the web, say)."""
-
-
-@attrs.frozen(kw_only=True, eq=False)
-class MCPTool(Tool):
-    """One tool of an MCP server: a ``Tool`` whose ``execute`` calls the
-    server over its ``MCPTools``' connection, so ``process_tool_result``,
-    tracing, timeouts and cancellation apply as to any tool.
-
-    ``name`` is what the model sees (the server's name, made valid for model
-    providers and prefixed when the ``MCPTools`` has a ``prefix``);
-    ``server_name`` the name on the server. ``input`` is the server's JSON
-    Schema, against which arguments are checked before a call.
-    """
-
-    server_name: str
-    server: str
-    """The display name of the server (``MCPTools.name``)."""
-    annotations: MCPToolAnnotations = attrs.field(factory=MCPToolAnnotations)
-    output_schema: Mapping[str, Any] | None = attrs.field(default=None, repr=False)
-    require_approval: ToolApproval = False
-    """Whether a call needs a person's approval: a bool, or
-    ``predicate(args, context)``. Set from ``MCPTools(require_approval=...)``;
-    nothing here enforces it: the agent's tool-approval check reads it."""
-
-
-def _check_approval(value: object) -> ApprovalPolicy:
-    if isinstance(value, bool):
-        return value
-    if not callable(value):
-        raise ConfigurationError(
-            f"require_approval must be a bool or a function (name, args, context) "
-            f"-> bool, got {value!r}"
-        )
-    try:
-        inspect.signature(value).bind(None, None, None)
-    except TypeError:
-        raise ConfigurationError(
-            f"require_approval {value!r} must accept three positional arguments "
-            f"(name, args, context)"
-        ) from None
-    except ValueError:  # no signature to read (a builtin): trust it
-        pass
-    return value
-
-
-def _per_tool_approval(policy: ApprovalPolicy, server_name: str) -> ToolApproval:
-    if isinstance(policy, bool):
-        return policy
-
-    def predicate(args: Any, context: ToolContext) -> bool | Awaitable[bool]:
-        return policy(server_name, args, context)
-
-    predicate.__qualname__ = f"require_approval[{server_name}]"
-    return predicate
 
 
 def _seconds(owner: str, name: str, value: object) -> float | None:
@@ -320,14 +237,18 @@ class MCPTools:
                 f"MCPTools {display!r}: cwd must be a str, got {cwd!r}"
             )
         self._name = display
-        self._command = tuple(command) if command is not None else None
-        self._url = url
-        self._basic_auth = (user or "", password or "") if user or password else None
         self._env = _strings(env, "env", repr(display))
         self._headers = _strings(headers, "headers", repr(display))
-        self._cwd = cwd
+        self._spec = ServerSpec(
+            command=tuple(command) if command is not None else None,
+            url=url,
+            env=self._env,
+            cwd=cwd,
+            headers=self._headers,
+            basic_auth=(user or "", password or "") if user or password else None,
+        )
         self.prefix = prefix
-        self.require_approval: ApprovalPolicy = _check_approval(require_approval)
+        self.require_approval: ApprovalPolicy = check_approval(require_approval)
         self.connect_timeout = _seconds(display, "connect_timeout", connect_timeout)
         self.call_timeout = _seconds(display, "call_timeout", call_timeout)
         self.protocol = protocol
@@ -461,7 +382,7 @@ class MCPTools:
                         trio.open_nursery() as watchers,
                     ):
                         conn.client = client
-                        if _follows_changes_by_listening(client):
+                        if follows_changes_by_listening(client):
                             # Before listing: a change made after the listing
                             # must reach the subscription (it replays nothing).
                             await watchers.start(self._listen, client)
@@ -516,50 +437,18 @@ class MCPTools:
             return math.inf
         return trio.current_time() + self.connect_timeout
 
-    @asynccontextmanager
-    async def _client(self, conn: _Connection) -> AsyncIterator[Client]:
-        """The SDK's client on this server's transport, its read side watched
-        for the end of the connection."""
-        from mcp import Client, StdioServerParameters
-        from mcp.client.stdio import stdio_client
-        from mcp.client.streamable_http import streamable_http_client
+    def _client(self, conn: _Connection) -> AbstractAsyncContextManager[Client]:
+        async def on_message(message: Any) -> None:
+            await self._on_message(message)
 
-        async with AsyncExitStack() as stack:
-            transport: Any
-            if self._command is not None:
-                transport = stdio_client(
-                    StdioServerParameters(
-                        command=self._command[0],
-                        args=list(self._command[1:]),
-                        env=self._env,
-                        cwd=self._cwd,
-                    )
-                )
-            else:
-                import httpx2
+        return open_client(
+            self._spec,
+            protocol=self.protocol,
+            on_end=lambda: self._mark_lost(conn),
+            on_message=on_message,
+        )
 
-                assert self._url is not None
-                http = await stack.enter_async_context(
-                    httpx2.AsyncClient(
-                        headers=self._headers,
-                        auth=self._basic_auth,
-                        timeout=httpx2.Timeout(30.0, read=300.0),
-                    )
-                )
-                transport = streamable_http_client(self._url, http_client=http)
-
-            async def on_message(message: Any) -> None:
-                await self._on_message(conn, message)
-
-            client = Client(
-                _Watched(transport, lambda: self._mark_lost(conn)),
-                mode=self.protocol,
-                cache=None,
-                message_handler=on_message,
-            )
-            yield await stack.enter_async_context(client)
-
-    async def _on_message(self, conn: _Connection, message: Any) -> None:
+    async def _on_message(self, message: Any) -> None:
         """The session's notifications: a changed tool list is listed again.
         Runs in the connection's reader: does not block."""
         from mcp_types import ToolListChangedNotification
@@ -632,55 +521,13 @@ class MCPTools:
             cursor = page.next_cursor
             if cursor is None:
                 break
-        return self._make_tools(listed)
-
-    def _make_tools(self, listed: Sequence[Any]) -> tuple[MCPTool, ...]:
-        """``MCPTool`` objects for the server's tool list; a tool whose
-        schema or name cannot be offered to a model is left out, with a
-        warning naming it."""
-        made: dict[str, MCPTool] = {}
-        for spec in listed:
-            name = _INVALID_NAME_CHARS.sub("_", spec.name)
-            if self.prefix is not None:
-                name = f"{self.prefix}_{name}"
-            name = name[:64]
-            if name in made:
-                logger.warning(
-                    "MCP server %s: tool %r is left out: its name is %r, as %r's is",
-                    self._name,
-                    spec.name,
-                    name,
-                    made[name].server_name,
-                )
-                continue
-            notes = spec.annotations
-            try:
-                made[name] = MCPTool(
-                    name=name,
-                    description=spec.description or getattr(spec, "title", None) or "",
-                    input=spec.input_schema,
-                    execute=self._executor(spec.name),
-                    server_name=spec.name,
-                    server=self._name,
-                    annotations=MCPToolAnnotations(
-                        title=notes.title,
-                        read_only_hint=notes.read_only_hint,
-                        destructive_hint=notes.destructive_hint,
-                        idempotent_hint=notes.idempotent_hint,
-                        open_world_hint=notes.open_world_hint,
-                    )
-                    if notes is not None
-                    else MCPToolAnnotations(),
-                    output_schema=spec.output_schema,
-                    require_approval=_per_tool_approval(
-                        self.require_approval, spec.name
-                    ),
-                )
-            except ConfigurationError as exc:
-                logger.warning(
-                    "MCP server %s: tool %r is left out: %s", self._name, spec.name, exc
-                )
-        return tuple(made.values())
+        return make_tools(
+            listed,
+            server=self._name,
+            prefix=self.prefix,
+            approval=self.require_approval,
+            executor=self._executor,
+        )
 
     # --- calls -------------------------------------------------------------------
 
@@ -756,11 +603,13 @@ class MCPTools:
             await self._await_listing()
             if result.is_error:
                 raise MCPToolError(
-                    self._redact(_text(result.content) or f"tool {shown!r} failed"),
+                    self._redact(
+                        result_text(result.content) or f"tool {shown!r} failed"
+                    ),
                     server=self._name,
                     tool=shown,
                 )
-            return _value(result)
+            return result_value(result)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _connection(self) -> _Connection:
@@ -827,46 +676,10 @@ class MCPTools:
                 f"MCP server {self._name!r}: the connection failed",
                 exc,
             )
-        where = "start" if self._command is not None else "connect"
+        where = "start" if self._spec.command is not None else "connect"
         return self._error(
             MCPConnectionError, f"MCP server {self._name!r} would not {where}", exc
         )
-
-
-def _text(content: Sequence[Any]) -> str:
-    return "\n".join(
-        block.text for block in content if getattr(block, "type", None) == "text"
-    )
-
-
-def _value(result: Any) -> Any:
-    """A call's result for the model: its text, or its content blocks as JSON
-    when there is more than text, or the structured content of a result
-    without content."""
-    content = result.content
-    if not content:
-        return (
-            result.structured_content if result.structured_content is not None else ""
-        )
-    if all(getattr(block, "type", None) == "text" for block in content):
-        return _text(content)
-    return [
-        block.model_dump(by_alias=True, mode="json", exclude_none=True)
-        for block in content
-    ]
-
-
-def _follows_changes_by_listening(client: Client) -> bool:
-    """Whether the connection is 2026-07-28 (changes come on a listen stream)
-    and the server says its tool list may change."""
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    tools = client.server_capabilities.tools
-    return (
-        client.protocol_version in MODERN_PROTOCOL_VERSIONS
-        and tools is not None
-        and bool(tools.list_changed)
-    )
 
 
 def _require_sdk() -> None:
@@ -876,74 +689,3 @@ def _require_sdk() -> None:
         raise ConfigurationError(
             f'MCPTools needs the mcp extra: pip install "procession[mcp]" ({exc})'
         ) from exc
-
-
-class _Watched:
-    """A transport whose read side calls ``on_end`` when the connection ends
-    (a server process that exited, a stream the server closed)."""
-
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_end = on_end
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        read, write = await self._inner.__aenter__()
-        return _WatchedRead(read, self._on_end), write
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
-        return result
-
-
-class _WatchedRead:
-    __slots__ = ("_inner", "_on_end")
-
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_end = on_end
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        import anyio
-
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._on_end()
-            raise
-
-    def __aiter__(self) -> _WatchedRead:
-        return self
-
-    async def __anext__(self) -> Any:
-        import anyio
-
-        try:
-            return await self._inner.__anext__()
-        except (StopAsyncIteration, anyio.ClosedResourceError):
-            self._on_end()
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _WatchedRead:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
-        return result
