@@ -239,8 +239,11 @@ async def test_an_mcp_server_that_will_not_start_fails_the_startup_naming_it(
         ),
         flatten_subgroups=True,
     ):
-        async with served(app):
-            pass
+        # hypercorn may start listening before it sees the startup failed:
+        # the failure ends the serve task then.
+        with trio.fail_after(10):
+            async with served(app):
+                await trio.sleep_forever()
 
 
 # --- procession serve --mcp (stdio) --------------------------------------------------

@@ -11,6 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import trio
+
+from procession.server import ProcessionApp, serve
 
 CLIENTS = Path(__file__).parent / "clients"
 # The pinned versions, one per line (``.ci/run`` installs the same): ai
@@ -62,3 +65,32 @@ def node_clients_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(script, where / script.name)
     _INSTALLED.append(where)
     return where
+
+
+async def run_node_against(
+    app: ProcessionApp, script: Path, *args: str, seconds: float = 90
+) -> subprocess.CompletedProcess[bytes]:
+    """Serve ``app`` on a free loopback port and run ``node script <url>
+    *args`` against it; the server stops once node exits. Fails the test if
+    node exits with an error (its stderr in the message)."""
+    node = shutil.which("node")
+    assert node is not None, "node is not installed"
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(
+            lambda task_status: serve(
+                app, port=0, shutdown_trigger=stop.wait, task_status=task_status
+            )
+        )
+        try:
+            with trio.fail_after(seconds):
+                done = await trio.run_process(
+                    [node, str(script), urls[0], *args],
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                )
+        finally:
+            stop.set()
+    assert done.returncode == 0, done.stderr.decode()
+    return done

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-from node_fixture import node_clients_dir
+from node_fixture import node_clients_dir, run_node_against
 from server_helpers import make_agent
 
-from procession.server import create_app, serve
+from procession.server import create_app
 from procession.testing import text_turn
 
 NODE = shutil.which("node")
@@ -31,34 +30,15 @@ def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def test_mastras_mcp_client_asks_an_agent(node_clients: Path) -> None:
-    assert NODE is not None
     agent = make_agent([text_turn("You said: hello from node")], id="echo")
     app = create_app([agent], tokens={"tok-mcp": "alice"})
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        urls = await nursery.start(
-            lambda task_status: serve(
-                app, port=0, shutdown_trigger=stop.wait, task_status=task_status
-            )
-        )
-        try:
-            with trio.fail_after(90):
-                done = await trio.run_process(
-                    [
-                        NODE,
-                        str(node_clients / "ask_mcp.mjs"),
-                        urls[0],
-                        "tok-mcp",
-                        "ask_echo",
-                        "hello from node",
-                    ],
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                )
-        finally:
-            stop.set()
-    assert done.returncode == 0, done.stderr.decode()
+    done = await run_node_against(
+        app,
+        node_clients / "ask_mcp.mjs",
+        "tok-mcp",
+        "ask_echo",
+        "hello from node",
+    )
     seen: dict[str, Any] = json.loads(done.stdout)
     assert seen["tools"] == ["procession_ask_echo"]
     assert seen["schema"] == "present"
