@@ -498,3 +498,28 @@ async def test_require_approval_is_carried_by_each_tool(tmp_path: Path) -> None:
     assert asked == [("read.file", {"path": "x"}), ("add", {"a": 1, "b": 2})]
     async with MCPTools(command=server(tmp_path), require_approval=True) as mcp:
         assert all(t.require_approval is True for t in mcp.tools())
+
+
+async def test_mcp_calls_are_traced_as_tool_calls(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
+
+    from procession.telemetry import names
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = calls(("echo", {"text": "traced"}), ("fail", {"message": "nope"}))
+    async with MCPTools(command=server(tmp_path)) as mcp:
+        agent = Agent(id="a", model=model, tools=[mcp], tracer_provider=provider)
+        await agent.generate("hi")
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    echo, fail = spans["execute_tool echo"], spans["execute_tool fail"]
+    assert echo.attributes is not None
+    assert echo.attributes[names.GEN_AI_TOOL_NAME] == "echo"
+    assert echo.status.is_ok
+    assert not fail.status.is_ok
+    assert "nope" in (fail.status.description or "")
