@@ -40,6 +40,7 @@ from ._errors import RunDeadlineExceeded as RunDeadlineExceeded
 from ._errors import SnapshotError as SnapshotError
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import ToolCallNotPendingError as ToolCallNotPendingError
+from ._errors import ToolSourceNotOpenError as ToolSourceNotOpenError
 from ._errors import TripWire as TripWire
 from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
 from ._errors import WaitingRunError as WaitingRunError
@@ -92,6 +93,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolCallNotPendingError",
+    "ToolSourceNotOpenError",
     "TripWire",
     "UnknownChunkTypeError",
     "WaitingRunError",

@@ -588,6 +588,13 @@ def _parser() -> argparse.ArgumentParser:
         help="allow a non-loopback --host with no bearer token configured",
     )
     serve.add_argument(
+        "--mcp",
+        action="store_true",
+        help="speak MCP over stdin and stdout instead of HTTP: each agent is the "
+        "tool ask_<agent id>, for an MCP client that starts the server itself "
+        "(Claude Desktop, an IDE); needs the mcp extra",
+    )
+    serve.add_argument(
         "--bus",
         default=os.environ.get("PROCESSION_BUS_URL") or None,
         help="redis://host:port/db: resumable runs in Redis Streams, shared "
@@ -609,15 +616,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
-    """Log records of level ``--log-level`` and above to stderr, one line each;
-    the access log (``procession.access``) unless ``--no-access-log``."""
+    """procession's log records of level ``--log-level`` and above (other
+    libraries' from WARNING) to stderr, one line each; the access log
+    (``procession.access``) unless ``--no-access-log``."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     root = logging.getLogger()
     root.addHandler(handler)
-    root.setLevel(args.log_level.upper())
+    # Other libraries (hypercorn, the mcp SDK) say only what goes wrong;
+    # procession's own records from --log-level up.
+    root.setLevel(logging.WARNING)
+    logging.getLogger("procession").setLevel(args.log_level.upper())
     if args.no_access_log:
         logging.getLogger("procession.access").setLevel(logging.WARNING)
 
@@ -628,6 +639,8 @@ def _serve(args: argparse.Namespace) -> int:
     from .server import check_bind, create_app, load_target, serve
 
     try:
+        if args.mcp and args.bus:
+            raise ConfigurationError("--bus is for HTTP; --mcp serves over stdio")
         if args.target:
             app = load_target(args.target, bus=args.bus)
         else:
@@ -637,10 +650,13 @@ def _serve(args: argparse.Namespace) -> int:
             app = create_app(
                 [demo_agent(ServedDemoModel(), memory=memory)], bus=args.bus
             )
-        check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
+        if not args.mcp:
+            check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
     except ConfigurationError as exc:
         print(f"procession serve: {redact(str(exc))}", file=sys.stderr)
         return 2
+    if args.mcp:
+        return _serve_mcp(list(app.agents.values()))
     _configure_logging(args)
 
     async def run() -> None:
@@ -685,6 +701,27 @@ def _lone_failure(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
+
+
+def _serve_mcp(agents: list[Agent]) -> int:
+    """``procession serve --mcp``: the agents as MCP tools over stdio, until
+    the client closes stdin; stdout carries only the protocol, so the
+    start-up line goes to stderr."""
+    from .mcp import agent_tool_name, serve_stdio
+
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        print(
+            "procession serve: --mcp needs the mcp extra: "
+            f'pip install "procession[mcp]" ({exc})',
+            file=sys.stderr,
+        )
+        return 2
+    ids = ", ".join(agent_tool_name(a.id) for a in agents)
+    print(f"procession serve: MCP over stdio; tools {ids}", file=sys.stderr, flush=True)
+    trio.run(serve_stdio, agents)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

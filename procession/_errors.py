@@ -6,6 +6,8 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     ProcessionError
     ├── ConfigurationError (ValueError)    bad arguments to Agent/generate/stream
     │   ├── DuplicateProcessorIdError      two processors share one id
+    │   ├── ToolSourceNotOpenError         a tool source (an MCPTools) used
+    │   │                                  outside its ``async with``
     │   └── ScriptError                    a malformed ScriptedModel script
     │                                      (procession.testing)
     ├── ProcessorContractError (TypeError) a hook returned what the contract forbids
@@ -59,6 +61,14 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │                                      keep (a processor's state) is not JSON
     ├── NoRunStorageError (ConfigurationError) a run must pause, but its agent
     │                                      has no storage to keep it in
+    ├── MCPServerError                     an MCP server failed
+    │   │                                  (procession.mcp)
+    │   ├── MCPConnectionError             it would not start, or the connection
+    │   │                                  dropped (procession.mcp)
+    │   ├── MCPTimeoutError                no answer within the connect or call
+    │   │                                  timeout (procession.mcp)
+    │   └── MCPToolError                   a call answered with an error, which
+    │                                      the model sees (procession.mcp)
     ├── ScriptExhausted                    a ScriptedModel ran out of turns
     │                                      (procession.testing)
     └── FakeProviderError (AssertionError) the fake server's script was not met
@@ -98,6 +108,10 @@ __all__ = [
     "DuplicateProcessorIdError",
     "EventTooLargeError",
     "InvalidTextError",
+    "MCPConnectionError",
+    "MCPServerError",
+    "MCPTimeoutError",
+    "MCPToolError",
     "MessageFormatError",
     "MissingFieldError",
     "MissingThreadError",
@@ -123,6 +137,7 @@ __all__ = [
     "ThreadOwnershipError",
     "ToolArgumentsError",
     "ToolCallNotPendingError",
+    "ToolSourceNotOpenError",
     "TripWire",
     "UnknownChunkTypeError",
     "WaitingRunError",
@@ -164,6 +179,13 @@ class DuplicateProcessorIdError(ConfigurationError):
             f"several lanes)"
         )
         self.processor_id = processor_id
+
+
+class ToolSourceNotOpenError(ConfigurationError):
+    """A tool source (``procession.mcp.MCPTools``) was used while it is not
+    open: its tools exist only inside ``async with source:`` (``create_app``
+    and ``procession serve`` open the sources of their agents). The message
+    names the source."""
 
 
 class ProcessorContractError(ProcessionError, TypeError):
@@ -418,6 +440,37 @@ class EventTooLargeError(ProviderStreamError):
         )
         self.limit = limit
         self.size = size
+
+
+class MCPServerError(ProcessionError):
+    """An MCP server failed (``procession.mcp``). ``server`` is its display
+    name (never a URL's credentials, a header or an environment value: no
+    message, repr or log line of these errors carries a secret); ``tool`` the
+    tool called, when there was a call."""
+
+    def __init__(self, message: str, *, server: str, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+
+
+class MCPConnectionError(MCPServerError):
+    """The MCP server would not start or connect, or the connection dropped:
+    during a call (which is not retried: it may have run), or for good (the
+    one reconnection failed too). Not an ``OSError``, for the reason
+    ``ProviderConnectionError`` is not one."""
+
+
+class MCPTimeoutError(MCPServerError):
+    """The MCP server did not answer within ``connect_timeout`` (starting,
+    connecting, listing its tools) or ``call_timeout`` (one tool call, which
+    is cancelled on the server)."""
+
+
+class MCPToolError(MCPServerError):
+    """A tool call came back as an error (``isError``, or a JSON-RPC error):
+    the message is the server's text, which the model reads as the tool's
+    error, as Mastra passes it on."""
 
 
 class StorageError(ProcessionError):

@@ -30,9 +30,11 @@ from ._stream import AgentStream as AgentStream
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import ToolSet as ToolSet
+from .tools import ToolSource as ToolSource
 from .tools import ToolSuspended as ToolSuspended
 from .tools import execute_tool as execute_tool
 from .tools import json_schema as json_schema
+from .tools import open_tool_sources as open_tool_sources
 from .tools import parse_arguments as parse_arguments
 from .tools import tool as tool
 
@@ -54,12 +56,14 @@ __all__ = [
     "ToolContext",
     "ToolDefinition",
     "ToolSet",
+    "ToolSource",
     "ToolSuspended",
     "USE_AGENT_DEFAULT",
     "UseAgentDefault",
     "execute_tool",
     "json_schema",
     "new_run_id",
+    "open_tool_sources",
     "parse_arguments",
     "register_provider",
     "registered_providers",

@@ -44,7 +44,7 @@ from ._registrations import Registrations
 from ._result import AgentResult
 from ._state import RunSpec
 from ._stream import AgentStream, open_stream
-from .tools import Tool, ToolSet
+from .tools import Tool, ToolSet, ToolSource
 
 __all__ = ["Agent"]
 
@@ -62,7 +62,9 @@ class Agent:
         name: display name (defaults to ``id``).
         instructions: the system prompt (a str or a list of them).
         model: a ``LanguageModel`` or a ``"provider/model-id"`` string.
-        tools: a list of ``Tool`` objects, or a ``{name: Tool}`` dict.
+        tools: a list of ``Tool`` objects and tool sources (e.g.
+            ``procession.mcp.MCPTools``, whose tools are offered as the source
+            has them at each step), or a ``{name: Tool}`` dict.
         input_processors, output_processors, error_processors: the three lanes;
             each a list, or a callable of the request context returning one.
         max_processor_retries: the retry budget shared by every retry source; no
@@ -123,7 +125,7 @@ class Agent:
         model: Any,
         name: str | None = None,
         instructions: str | Sequence[str] | None = None,
-        tools: Sequence[Tool] | Mapping[str, Tool] | None = None,
+        tools: Sequence[Tool | ToolSource] | Mapping[str, Tool] | None = None,
         input_processors: ProcessorList | None = None,
         output_processors: ProcessorList | None = None,
         error_processors: ProcessorList | None = None,
@@ -627,14 +629,17 @@ def _with_working_memory_tool(tools: ToolSet, memory: Memory) -> ToolSet:
         input=spec.input_schema,
         execute=spec.execute,
     )
-    return ToolSet([*tools.values(), tool])
+    return tools.extended([tool])
 
 
 def _active_tools(options: CallOptions, tools: ToolSet) -> list[str] | None:
-    """The call's ``active_tools``, each a name in ``tools``."""
+    """The call's ``active_tools``, each a name in ``tools``. A tool source
+    that is not open, or two tools of one name, is an error now (each step
+    takes its own snapshot: a source's list may change between steps)."""
+    offered = tools.snapshot()
     if options.active_tools is None:
         return None
-    tools.names(list(options.active_tools))  # unknown names are an error now
+    offered.names(list(options.active_tools))  # unknown names are an error now
     return list(options.active_tools)
 
 

@@ -269,10 +269,11 @@ class StepConfig:
 
     @classmethod
     def start(cls, spec: RunSpec) -> StepConfig:
-        """A step's starting configuration: the run's."""
+        """A step's starting configuration: the run's, with the tools its
+        tool sources have now (``ToolSet.snapshot``)."""
         return cls(
             model=spec.model,
-            tools=spec.tools,
+            tools=spec.tools.snapshot(),
             tool_choice=spec.tool_choice,
             active_tools=spec.active_tools,
             provider_options=spec.provider_options,

@@ -21,6 +21,10 @@ Routes:
 * Memory: ``GET /api/memory/threads?resourceId=...``, ``GET
   /api/memory/threads/{threadId}`` and ``GET
   /api/memory/threads/{threadId}/messages``, the resource's own threads only.
+* MCP (streamable HTTP, stateless): ``/api/mcp`` serves each agent as the
+  tool ``ask_<agent id>`` (``create_app(mcp=...)``: on when the ``mcp`` extra
+  is installed), behind the same tokens; a call acts for its token's
+  resource. The app's lifespan opens the agents' ``MCPTools``.
 * ``GET /``: a small chat page (no build step) showing what processors did.
 
 Resume (``create_app(resume=True)``) keeps runs behind a ``RunBus``;

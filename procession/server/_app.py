@@ -9,6 +9,7 @@ import re
 import secrets
 import time
 from collections.abc import (
+    AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
@@ -16,6 +17,7 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final
 
 import attrs
@@ -31,7 +33,7 @@ from .._secrets import get_logger, redact
 from ..chunks import Chunk
 from ..memory import MissingThreadError, ThreadOwnershipError
 from ..processors import ConfigurationError
-from ..runtime import Agent, AgentResult
+from ..runtime import Agent, AgentResult, AgentStream, open_tool_sources
 from ._bus import RunBus, RunBusError
 from ._hold import StepText, check_step_text
 from ._http import (
@@ -48,6 +50,7 @@ from ._http import (
     send_json,
 )
 from ._mastra import agent_info, error_frame, generate_body, mastra_frame
+from ._mcp import McpCaller, mcp_endpoint
 from ._memory_routes import (
     acting_resource,
     owned_thread,
@@ -140,6 +143,7 @@ class ProcessionApp:
         resume_grace_s: float = 30.0,
         tracer_provider: Any = None,
         step_text: StepText | Mapping[str, StepText] = "stream",
+        mcp: bool = False,
     ) -> None:
         self.agents: dict[str, Agent] = {}
         for agent in agents:
@@ -165,6 +169,11 @@ class ProcessionApp:
         # chat: a chat is stopped by its key.
         self._chat_runs: dict[str, str] = {}
         self._shutdown: trio.Event | None = None
+        self._mcp = (
+            mcp_endpoint(agents, self._mcp_run, max_body_bytes=max_body_bytes)
+            if mcp
+            else None
+        )
         self._routes = self._route_table()
 
     def _route_table(self) -> list[tuple[str, re.Pattern[str], str, Handler]]:
@@ -258,6 +267,11 @@ class ProcessionApp:
                 "/api/memory/threads/{threadId}/messages",
                 self._thread_messages,
             ),
+            # MCP's streamable HTTP: POST (a message), GET (a stream; not in
+            # stateless mode) and DELETE (a session; none here) at one path.
+            ("POST", "/api/mcp", "/api/mcp", self._mcp_request),
+            ("GET", "/api/mcp", "/api/mcp", self._mcp_request),
+            ("DELETE", "/api/mcp", "/api/mcp", self._mcp_request),
         ]
         return [
             (method, re.compile(pattern), template, handler)
@@ -280,7 +294,8 @@ class ProcessionApp:
         return (
             f"<ProcessionApp agents={list(self.agents)} "
             f"auth={'on' if self._auth.required else 'off'} "
-            f"resume={'on' if self.bus is not None else 'off'}>"
+            f"resume={'on' if self.bus is not None else 'off'} "
+            f"mcp={'on' if self._mcp is not None else 'off'}>"
         )
 
     @property
@@ -936,26 +951,77 @@ class ProcessionApp:
         return await self.runs.cancel(self._chat_runs.get(key, key))
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        """ASGI lifespan: the bus runs (its connections, leases, remote
-        cancels) from startup to shutdown; a bus that cannot start fails the
-        startup with its reason."""
+        """ASGI lifespan: from startup to shutdown the agents' tool sources
+        (their ``MCPTools``) are open, the MCP endpoint runs, and the bus runs
+        (its connections, leases, remote cancels); one that cannot start
+        fails the startup with its reason."""
         message = await receive()
         if message["type"] != "lifespan.startup":  # pragma: no cover - ASGI order
             return
-        if self.bus is None:
-            await send({"type": "lifespan.startup.complete"})
-            await _until_shutdown(receive)
-            await send({"type": "lifespan.shutdown.complete"})
-            return
         try:
-            async with self.bus.running(self.cancel_here):
+            async with self._running():
                 await send({"type": "lifespan.startup.complete"})
                 await _until_shutdown(receive)
         except Exception as exc:
-            logger.exception("the run bus failed")
+            logger.exception("the app failed to start or stop")
             await send({"type": "lifespan.startup.failed", "message": redact(str(exc))})
             return
         await send({"type": "lifespan.shutdown.complete"})
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(
+                open_tool_sources([a.tools for a in self.agents.values()])
+            )
+            if self._mcp is not None:
+                await stack.enter_async_context(self._mcp.running())
+            if self.bus is not None:
+                await stack.enter_async_context(self.bus.running(self.cancel_here))
+            yield
+
+    # --- MCP ---------------------------------------------------------------------
+
+    async def _mcp_request(self, req: _Request) -> None:
+        """``/api/mcp``: the agents as MCP tools ``ask_<agent id>``, behind
+        the same bearer token as every route (checked before this runs)."""
+        if self._mcp is None:
+            raise HttpError(404, "MCP is off here: create_app(mcp=True) turns it on")
+        if not self._mcp.is_running:
+            raise HttpError(
+                503,
+                "the MCP endpoint runs in the app's lifespan, which has not started",
+            )
+        await self._mcp.handle(
+            req.scope,
+            req.receive,
+            req.send,
+            caller=McpCaller(req.principal, req.span),
+        )
+
+    @asynccontextmanager
+    async def _mcp_run(
+        self, agent: Agent, body: Mapping[str, Any], caller: McpCaller
+    ) -> AsyncIterator[AgentStream]:
+        """One ``ask_<agent id>`` call's run, as a ``stream`` request's: the
+        token's resource, its thread ownership, the limit on runs, the cancel
+        route and a graceful shutdown all apply."""
+        request = await self._scoped(agent, parse_run_body(body), caller.principal)
+        caller.span.run_id = request.run_id
+        key = run_key(caller.principal.resource, request.run_id)
+        run = self._start_run(agent, request, caller.span, key)
+        self.runs.reserved += 1
+        try:
+            async with run as stream, trio.open_nursery() as nursery:
+                self.runs.streams[key] = RunReader(stream)
+                try:
+                    nursery.start_soon(_cancel_at, self.shutdown_event, stream)
+                    yield stream
+                    nursery.cancel_scope.cancel()
+                finally:
+                    self.runs.streams.pop(key, None)
+        finally:
+            self.runs.reserved -= 1
 
     # --- memory ----------------------------------------------------------------
 
@@ -1043,6 +1109,11 @@ def _required_str(body: Mapping[str, Any], key: str) -> str:
 
 def _message(error: BaseException) -> str:
     return redact(str(error)) or type(error).__name__
+
+
+async def _cancel_at(event: trio.Event, stream: AgentStream) -> None:
+    await event.wait()
+    await stream.cancel()
 
 
 async def _until_shutdown(receive: Receive) -> None:

@@ -11,6 +11,7 @@ from ._app import ProcessionApp
 from ._bus import InProcessRunBus, RunBus
 from ._bus_redis import RedisRunBus
 from ._hold import StepText
+from ._mcp import mcp_wanted
 from ._security import Authenticate, Authenticator, Cors, resolve_tokens
 
 __all__ = ["create_app"]
@@ -31,6 +32,7 @@ def create_app(
     bus: RunBus | str | None = None,
     tracer_provider: Any = None,
     step_text: StepText | Mapping[str, StepText] = "stream",
+    mcp: bool | None = None,
 ) -> ProcessionApp:
     """An ASGI 3 app serving ``agents``.
 
@@ -85,6 +87,14 @@ def create_app(
             rejects is ever sent, at the cost of the step's time to first
             byte, which becomes its whole length, and of memory for one step
             per stream); or a mapping of agent id to one of them.
+        mcp: serve the agents as MCP tools ``ask_<agent id>`` at ``/api/mcp``
+            (streamable HTTP, behind the same tokens; a call acts for its
+            token's resource). ``None`` (the default): on when the ``mcp``
+            extra is installed; ``True`` needs it.
+
+    The app's lifespan (``serve`` and hypercorn run it) opens the agents'
+    tool sources that are not open yet (their ``MCPTools``); one that will
+    not start fails the startup with its reason.
 
     Raises ``ConfigurationError`` for a bad argument.
     """
@@ -120,6 +130,7 @@ def create_app(
         resume_grace_s=float(resume_grace_s),
         tracer_provider=tracer_provider,
         step_text=step_text,
+        mcp=mcp_wanted(mcp),
     )
 
 

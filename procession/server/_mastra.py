@@ -183,7 +183,9 @@ def agent_info(agent: Agent) -> dict[str, Any]:
         "instructions": "\n\n".join(agent.instructions),
         "tools": {
             name: {"id": name, "description": tool.description}
-            for name, tool in agent.tools.items()
+            # A tool source's tools while it is open (the app's lifespan
+            # opens them), none before.
+            for name, tool in agent.tools.snapshot(skip_closed=True).items()
         },
         "workflows": {},
         "agents": {},

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-from node_fixture import node_clients_dir
+from node_fixture import node_clients_dir, run_node_against
 from server_helpers import BlockSecrets, RetryOnce, make_agent
 
-from procession.server import create_app, serve
+from procession.server import create_app
 from procession.testing import text_turn, tool_call_turn
 
 
@@ -65,31 +64,12 @@ def _agents() -> list[Any]:
 
 
 async def _read_with_node(clients: Path) -> dict[str, Any]:
-    assert NODE is not None
-    app = create_app(_agents(), step_text={"retry-held": "hold"})
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        urls = await nursery.start(
-            lambda task_status: serve(
-                app, port=0, shutdown_trigger=stop.wait, task_status=task_status
-            )
-        )
-        try:
-            with trio.fail_after(60):
-                done = await trio.run_process(
-                    [
-                        NODE,
-                        str(clients / SCRIPT),
-                        urls[0],
-                        *AGENTS,
-                    ],
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                )
-        finally:
-            stop.set()
-    assert done.returncode == 0, done.stderr.decode()
+    done = await run_node_against(
+        create_app(_agents(), step_text={"retry-held": "hold"}),
+        clients / SCRIPT,
+        *AGENTS,
+        seconds=60,
+    )
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 

@@ -24,6 +24,10 @@ The input is one of:
 * ``None``: the tool takes no arguments (``{"type": "object", "properties": {}}``);
   whatever object the model sends is passed on as a ``dict``.
 
+An agent's ``tools=`` list may also hold tool sources (``ToolSource``, e.g.
+``procession.mcp.MCPTools``): tools from outside the program, offered as the
+source has them at each step and called through the same path.
+
 The agent loop uses the three steps separately: ``ToolSet.definitions()`` for the
 model request, ``parse_arguments`` when a tool call arrives (a
 ``ToolArgumentsError`` goes back to the model as a ``tool-error`` chunk, so it can
@@ -39,18 +43,22 @@ from ...wire import json_schema as json_schema
 from ._arguments import parse_arguments as parse_arguments
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
-from ._tool import ToolSet as ToolSet
 from ._tool import ToolSuspended as ToolSuspended
 from ._tool import execute_tool as execute_tool
 from ._tool import tool as tool
+from ._toolset import ToolSet as ToolSet
+from ._toolset import ToolSource as ToolSource
+from ._toolset import open_tool_sources as open_tool_sources
 
 __all__ = [
     "Tool",
     "ToolContext",
     "ToolSet",
+    "ToolSource",
     "ToolSuspended",
     "execute_tool",
     "json_schema",
+    "open_tool_sources",
     "parse_arguments",
     "tool",
 ]

@@ -1,5 +1,6 @@
-"""``Tool``, the ``@tool`` decorator, ``ToolSet``, ``ToolContext`` and
-``execute_tool``: what the model is offered and how a tool runs.
+"""``Tool``, the ``@tool`` decorator, ``ToolContext`` and ``execute_tool``:
+what the model is offered and how a tool runs (``ToolSet``, the tools of an
+agent, is ``_toolset``).
 
 A ``Tool`` validates itself when it is made: its schema and its checker are a
 ``procession.wire.ValueSchema`` (generated for attrs inputs, the given dict
@@ -13,7 +14,7 @@ import copy
 import inspect
 import re
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn, TypeAlias, overload
 
 import attrs
@@ -29,7 +30,6 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolInput",
-    "ToolSet",
     "ToolSuspended",
     "execute_tool",
     "tool",
@@ -433,120 +433,3 @@ async def execute_tool(tool: Tool, args: Any, context: ToolContext) -> Any:
         return await result
     await trio.lowlevel.cancel_shielded_checkpoint()
     return result
-
-
-# --------------------------------------------------------------------------- #
-# ToolSet
-# --------------------------------------------------------------------------- #
-
-
-class ToolSet(Mapping[str, Tool]):
-    """The tools of an agent or a call: a read-only mapping name -> ``Tool``,
-    in the order given.
-
-    Built from a list of tools (names must be unique) or a dict. In a dict the
-    key is the name the model sees, as in Mastra's ``tools: {name: tool}``: a
-    tool whose own name differs is re-made under the key (``attrs.evolve``), so
-    ``toolset[key].name == key`` always holds.
-
-    Raises:
-        ConfigurationError: a value that is not a ``Tool``, a duplicate name, or
-            a key that is not a valid tool name.
-    """
-
-    __slots__ = ("_tools",)
-
-    def __init__(self, tools: Iterable[Tool] | Mapping[str, Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        if isinstance(tools, Mapping):
-            for key, value in tools.items():
-                if not isinstance(key, str):
-                    raise ConfigurationError(
-                        f"tool names must be str, got the key {key!r}"
-                    )
-                self._tools[key] = self._renamed(_check_tool(value), key)
-            return
-        given: object = tools  # typed loosely: callers do pass a str by mistake
-        if isinstance(given, str | bytes) or not isinstance(given, Iterable):
-            raise ConfigurationError(
-                f"tools must be a list of Tool or a dict name -> Tool, got {tools!r}"
-            )
-        for value in tools:
-            item = _check_tool(value)
-            if item.name in self._tools:
-                raise ConfigurationError(
-                    f"two tools are named {item.name!r}: {self._tools[item.name]!r} "
-                    f"and {item!r}; tool names must be unique"
-                )
-            self._tools[item.name] = item
-
-    @staticmethod
-    def _renamed(item: Tool, key: str) -> Tool:
-        if item.name == key:
-            return item
-        try:
-            return attrs.evolve(item, name=key)
-        except ConfigurationError as error:
-            raise ConfigurationError(
-                f"tools key {key!r} (for tool {item.name!r}) is not a valid tool "
-                f"name: {error}"
-            ) from None
-
-    def __getitem__(self, name: str) -> Tool:
-        return self._tools[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._tools)
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def __repr__(self) -> str:
-        return f"ToolSet({list(self._tools)!r})"
-
-    @classmethod
-    def of(cls, tools: ToolSet | Iterable[Tool] | Mapping[str, Tool]) -> ToolSet:
-        """``tools`` itself if it is a ``ToolSet`` (they are immutable), else a
-        new one built from it."""
-        return tools if isinstance(tools, ToolSet) else cls(tools)
-
-    def names(self, active: Sequence[str] | None = None) -> list[str]:
-        """The names of the tools on offer, in this set's order: all of them, or
-        those named in ``active`` (duplicates in ``active`` are ignored).
-
-        Raises:
-            ConfigurationError: ``active`` names a tool not in the set, or is a
-                str rather than a sequence of names.
-        """
-        if active is None:
-            return list(self._tools)
-        if isinstance(active, str):
-            raise ConfigurationError(
-                f"active tools must be a sequence of names, got the str {active!r}; "
-                f"did you mean [{active!r}]?"
-            )
-        unknown = [name for name in active if name not in self._tools]
-        if unknown:
-            raise ConfigurationError(
-                f"active tools {unknown!r} are not in the tool set "
-                f"(known: {list(self._tools)!r})"
-            )
-        wanted = set(active)
-        return [name for name in self._tools if name in wanted]
-
-    def definitions(self, active: Sequence[str] | None = None) -> list[ToolDefinition]:
-        """The definitions to offer the model, for the tools ``names(active)``
-        returns (a fresh schema copy each).
-
-        Raises:
-            ConfigurationError: as ``names`` does.
-        """
-        return [self._tools[name].definition() for name in self.names(active)]
-
-
-def _check_tool(value: object) -> Tool:
-    if not isinstance(value, Tool):
-        raise ConfigurationError(
-            f"expected a Tool (make one with Tool(...) or @tool), got {value!r}"
-        )
-    return value

@@ -443,8 +443,12 @@ def test_toolset_dict_keys_are_the_names() -> None:
         ({5: make("a")}, r"tool names must be str, got the key 5"),
         ({"a": "not a tool"}, r"expected a Tool .*got 'not a tool'"),
         ([make("a"), echo], r"expected a Tool .*got <function echo"),
-        ("abc", r"tools must be a list of Tool or a dict name -> Tool, got 'abc'"),
-        (5, r"tools must be a list of Tool or a dict"),
+        (
+            "abc",
+            r"tools must be a list of Tool \(and tool sources such as MCPTools\) "
+            r"or a dict name -> Tool, got 'abc'",
+        ),
+        (5, r"tools must be a list of Tool .*or a dict"),
     ],
 )
 def test_toolset_rejects_bad_input(tools: Any, message: str) -> None:
@@ -505,6 +509,7 @@ def test_definitions_rejects_unknown_active_names() -> None:
         "procession.runtime.tools._arguments",
         "procession.runtime.tools._schema",
         "procession.runtime.tools._tool",
+        "procession.runtime.tools._toolset",
     ],
 )
 def test_public_names(module_name: str) -> None:
