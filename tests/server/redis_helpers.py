@@ -298,14 +298,25 @@ class PrivateRedis:
         )
         import coredis
 
-        with trio.fail_after(10):
-            while True:
-                try:
-                    async with coredis.Redis.from_url(self.url) as client:
-                        await client.ping()
-                        return
-                except (coredis.exceptions.ConnectionError, OSError):
+        refused = (coredis.exceptions.ConnectionError, OSError)
+        try:
+            with trio.fail_after(10):
+                while True:
+                    try:
+                        async with coredis.Redis.from_url(self.url) as client:
+                            await client.ping()
+                            return
+                    except refused:
+                        pass
+                    except BaseExceptionGroup as group:
+                        # coredis's client runs a task group: a server not up
+                        # yet is a group around the refusal.
+                        if group.split(refused)[1] is not None:
+                            raise
                     await trio.sleep(0.05)
+        except BaseException:
+            await self.kill()  # never leave a server behind a failed start
+            raise
 
     async def kill(self) -> None:
         if self.process is not None:

@@ -383,8 +383,8 @@ async def test_a_request_while_redis_does_not_answer_is_a_503_within_outage_s() 
     password = f"pw-{uuid.uuid4().hex}"
     with tempfile.TemporaryDirectory() as root:
         redis = PrivateRedis(redis_binary(), free_port(), root, password=password)
-        await redis.start()
         try:
+            await redis.start()
             outage_s = 1.0
             bus = RedisRunBus(redis.url, lease_s=5.0, outage_s=outage_s)
             app = create_app([make_agent(["never"])], bus=bus, keepalive_s=0)

@@ -95,8 +95,8 @@ async def test_no_planted_secret_reaches_any_output(
         redis = PrivateRedis(
             redis_binary(), free_port(), root, password=planted["redis-password"]
         )
-        await redis.start()
         try:
+            await redis.start()
             outputs += await _serve_and_fail(planted, redis, provider)
         finally:
             await redis.kill()
