@@ -155,6 +155,13 @@ async def lookup_order(args: OrderQuery, ctx: ToolContext) -> dict[str, Any]:
     }
 
 
+@tool(require_approval=True)
+async def issue_refund(args: OrderQuery, ctx: ToolContext) -> dict[str, Any]:
+    """Refund an order (a person approves each refund first)."""
+    await trio.sleep(0.05)
+    return {"order_id": args.order_id, "refunded": True}
+
+
 def _streamed(text: str) -> list[Any]:
     """``text`` as a provider streams it: one delta per word, 30 ms apart; a
     ``|`` splits a word across two deltas."""
@@ -204,6 +211,20 @@ def _demo_turns() -> dict[str, list[Any]]:
             ),
             done("stop"),
         ],
+        "refund": [
+            *tool_call_turn("issue_refund", {"order_id": "A-1042"}),
+            done("tool-calls"),
+        ],
+        "refunded": [
+            *_streamed("Done: order A-1042 is refunded, back on your card in 3 days."),
+            done("stop"),
+        ],
+        "not-refunded": [
+            *_streamed(
+                "Understood: I have not refunded order A-1042; nothing changes."
+            ),
+            done("stop"),
+        ],
     }
 
 
@@ -222,7 +243,8 @@ def demo_model() -> LanguageModel:
 class ServedDemoModel:
     """The demo's answers for ``procession serve`` with no target: each call
     picks the scripted turn that fits its prompt (a question about a router
-    trips the guardrail; otherwise a tool call, a thin answer, then after the
+    trips the guardrail; a refund calls ``issue_refund``, which waits for a
+    person's approval; otherwise a tool call, a thin answer, then after the
     retry feedback the good one), so any number of chats can run."""
 
     provider = "scripted"
@@ -234,7 +256,18 @@ class ServedDemoModel:
         prompt = request.prompt
         users = [m for m in prompt if m.role == "user"]
         question = repr(users[-1].content).lower() if users else ""
-        if "router" in question or "password" in question:
+        answered = prompt[-1] if prompt and prompt[-1].role == "tool" else None
+        if "refund" in question:
+            # A refund waits for a person; the model reads their answer.
+            denied = answered is not None and "not approved" in repr(answered).lower()
+            turn = turns[
+                "refund"
+                if answered is None
+                else "not-refunded"
+                if denied
+                else "refunded"
+            ]
+        elif "router" in question or "password" in question:
             turn = turns["leak"]
         elif "remember" in question:
             turn = turns["remember"]
@@ -256,7 +289,7 @@ def demo_agent(model: LanguageModel | None = None, **options: Any) -> Agent:
         id="support-agent",
         instructions="You are a concise, friendly support agent.",
         model=model or demo_model(),
-        tools=[lookup_order],
+        tools=[lookup_order, issue_refund],
         output_processors=[
             PIIDetector(detection_types=["email"], redaction_method="placeholder"),
             RegexFilter(

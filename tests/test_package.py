@@ -236,6 +236,7 @@ def test_readme_approval_example_runs(capsys: pytest.CaptureFixture[str]) -> Non
 # Coroutines whose checkpoint behaviour is not API: the demo's own example
 # processors and tool (shown to users as examples, documented in prose there).
 CHECKPOINT_DOC_EXEMPT = {
+    "_demo.py:issue_refund",
     "_demo.py:lookup_order",
     "_demo.py:process_output_stream",
     "_demo.py:process_output_step",

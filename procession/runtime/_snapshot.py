@@ -82,7 +82,7 @@ def take_snapshot(
         "messageList": _json(state.message_list.to_snapshot(), "the conversation"),
         "steps": [_step(s) for s in state.steps],
         "processorState": {
-            pid: _json(st, f"processor {pid!r}'s state")
+            pid: _json(_paused_state(pid, st), f"processor {pid!r}'s state")
             for pid, st in processor_states.items()
             if st
         },
@@ -114,6 +114,29 @@ def take_snapshot(
         },
     }
     return snapshot
+
+
+def _paused_state(processor_id: str, state: Mapping[str, Any]) -> dict[str, Any]:
+    """A processor's ``state`` as it is kept: a value whose class defines
+    ``__pause__()`` is replaced by what that returns (None: dropped, the
+    processor makes it again; a ``SnapshotError`` it raises names why it
+    cannot wait, and here which processor and key)."""
+    kept: dict[str, Any] = {}
+    for key, value in state.items():
+        pause = getattr(type(value), "__pause__", None)
+        if pause is None:
+            kept[key] = value
+            continue
+        try:
+            replacement = pause(value)
+        except SnapshotError as exc:
+            raise SnapshotError(
+                f"the run cannot pause: processor {processor_id!r}'s "
+                f"state[{key!r}]: {exc}"
+            ) from None
+        if replacement is not None:
+            kept[key] = replacement
+    return kept
 
 
 def _phase(phase: ToolPhase) -> dict[str, Any]:

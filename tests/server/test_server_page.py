@@ -105,5 +105,12 @@ async def test_the_page_in_headless_chromium(
     assert "lookup_order" in first["tools"][0]
     assert "←" in first["tools"][0]  # and its result
     assert seen["banner"].startswith("Tripwire: blocked by regex-filter")
+    # The refund waited for the Approve button, then went on in the same answer.
+    assert "waits for your approval" in seen["waiting"]
+    assert seen["refund"]["text"].startswith("Done: order A-1042 is refunded")
+    [card] = seen["refund"]["tools"]
+    assert "issue_refund" in card
+    assert "approved" in card
+    assert '"refunded":true' in card
     assert screenshot.stat().st_size > 10_000
     print(f"screenshot: {screenshot}")

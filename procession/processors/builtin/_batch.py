@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from ..._errors import ConfigurationError
+from ..._errors import ConfigurationError, SnapshotError
 from ...data import Chunk, Message, TextDeltaChunk, TextDeltaPayload, ToolInvocationPart
 from .._contract import ProcessInputArgs, Processor, ProcessOutputStreamArgs
 
@@ -92,6 +92,11 @@ class _Batch:
         self.attempt = attempt
         self.started = started
         self.texts = [first.payload.text]
+
+    def __pause__(self) -> None:
+        """A batch in progress cannot wait for a person (any other chunk than
+        text sends it first): ``SnapshotError``."""
+        raise SnapshotError("a batch of text deltas is still being gathered")
 
     def chunk(self) -> TextDeltaChunk:
         if len(self.texts) == 1:

@@ -38,7 +38,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
-from ..._errors import ConfigurationError
+from ..._errors import ConfigurationError, SnapshotError
 from ..._secrets import get_logger
 from ...data import Message, TextDeltaChunk, TextEndChunk, TextPart, message_text
 from ...models import LanguageModel
@@ -96,6 +96,12 @@ class _Run:
     ahead: list[str] = attrs.field(factory=list)
     """Running ahead: full windows shown and not judged yet."""
     tripping: bool = False
+
+    def __pause__(self) -> None:
+        """Dropped when the run pauses (rebuilt for the next attempt), unless
+        text is still waiting for its verdict: ``SnapshotError``."""
+        if self.unjudged or self.ready or self.ahead or self.tripping:
+            raise SnapshotError("text is still waiting for the judge's verdict")
 
 
 class _JudgedGuard(Processor, abc.ABC):

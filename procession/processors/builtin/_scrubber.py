@@ -27,6 +27,9 @@ class _Grams:
     grams: frozenset[tuple[str, ...]]
     prefixes: frozenset[tuple[str, ...]]
 
+    def __pause__(self) -> None:
+        """Made from the instructions: dropped at a pause, made again."""
+
     @classmethod
     def of(cls, texts: Sequence[str], size: int) -> _Grams:
         grams: set[tuple[str, ...]] = set()

@@ -54,7 +54,7 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
-from ..._errors import ConfigurationError, TripWire
+from ..._errors import ConfigurationError, SnapshotError, TripWire
 from ...data import (
     AbortChunk,
     Chunk,
@@ -111,6 +111,14 @@ class _Held:
     blocks: dict[str, _Block] = attrs.field(factory=dict)
     pending: tuple[str, Any] | None = None
     """A tripwire a scanner asked for after clean text (``trip_after``)."""
+
+    def __pause__(self) -> None:
+        """A run that pauses (between a step's tool calls) keeps nothing of
+        the window: any other chunk than text flushed it, so it is rebuilt on
+        the next chunk. Text still held, or a tripwire asked for, cannot
+        wait: ``SnapshotError``."""
+        if self.pending is not None or any(b.held for b in self.blocks.values()):
+            raise SnapshotError("a hold-back window still holds unreleased text")
 
 
 class HoldBackWindow:

@@ -42,8 +42,26 @@ try {
   await page.press("#input", "Enter");
   await page.waitForSelector("#tripwire", { timeout: 20000 });
   const banner = await page.textContent("#tripwire");
+
+  // A refund waits for a person: the page shows Approve / Decline.
+  await page.fill("#input", "Please refund order A-1042");
+  await page.press("#input", "Enter");
+  const approve = await page.waitForSelector(".assistant button.approve", { timeout: 20000 });
+  const waiting = await page.$eval(".assistant:last-of-type", (box) => box.textContent);
+  await approve.click();
+  await page.waitForFunction(
+    () => document.querySelector(".assistant:last-of-type")?.classList.contains("done")
+      && document.querySelector(".assistant:last-of-type .ask")?.textContent === "approved"
+      && document.querySelector(".assistant:last-of-type .text:last-of-type")?.textContent,
+    null,
+    { timeout: 20000 },
+  );
+  const refund = await page.$eval(".assistant:last-of-type", (box) => ({
+    text: box.querySelector(".text:last-of-type")?.textContent ?? "",
+    tools: [...box.querySelectorAll(".tool")].map((n) => n.textContent),
+  }));
   await page.screenshot({ path: screenshot, fullPage: true });
-  console.log(JSON.stringify({ first, banner, consoleErrors }));
+  console.log(JSON.stringify({ first, banner, waiting, refund, consoleErrors }));
 } finally {
   await context.close();
 }
