@@ -160,6 +160,16 @@ def test_the_server_load_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
     assert "vs library" in capsys.readouterr().out
 
 
+def test_the_server_memory_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """A server process of its own, three rounds of ten clients (some leave)."""
+    _module, rows = run_quick("server_memory")
+    assert [r.round for r in rows] == [1, 2, 3]
+    assert all(r.clients == 10 and r.errors == 0 for r in rows)
+    assert sum(r.left for r in rows) > 0
+    assert all(r.rss_kib > 0 and r.blocks > 0 and r.objects > 0 for r in rows)
+    assert "summary: 3 rounds x 10 clients" in capsys.readouterr().out
+
+
 def test_the_many_runs_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     _module, rows = run_quick("many_runs", "--no-mastra")
     assert [r.setup for r in rows] == [

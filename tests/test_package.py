@@ -278,3 +278,27 @@ def test_every_public_coroutine_says_how_it_checkpoints() -> None:
         and not re.search(r"checkpoint|cancel", ast.get_docstring(node) or "", re.I)
     )
     assert silent == []
+
+
+def test_the_version_is_read_from_the_metadata_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A metadata lookup scans ``sys.path``; the server's request span and
+    every run's telemetry ask for the version."""
+    from procession._version import version
+
+    lookups: list[str] = []
+
+    def lookup(name: str) -> str:
+        lookups.append(name)
+        return "1.2.3"
+
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(importlib.metadata, "version", lookup)
+            version.cache_clear()
+            assert [version() for _ in range(3)] == ["1.2.3"] * 3
+            assert lookups == ["procession"]
+    finally:
+        version.cache_clear()
+    assert version() == procession.__version__

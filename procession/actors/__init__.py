@@ -12,11 +12,13 @@ from ._interface import PipelineDriver as PipelineDriver
 from ._interface import PipelineOutcome as PipelineOutcome
 from ._interface import PipelineStatistics as PipelineStatistics
 from ._open import open_output_pipeline as open_output_pipeline
+from ._pipeline import GRACE_SECONDS as GRACE_SECONDS
 from ._pipeline import OutputPipeline as OutputPipeline
 from ._supervision import unwrapping_a_lone_exception as unwrapping_a_lone_exception
 
 __all__ = [
     "ExecutionMode",
+    "GRACE_SECONDS",
     "InlineSource",
     "OutputPipeline",
     "PipelineDriver",

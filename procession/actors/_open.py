@@ -27,7 +27,7 @@ from ._interface import (
     PipelineOutcome,
     check_arguments,
 )
-from ._pipeline import _CLOSE_GRACE_SECONDS, OutputPipeline
+from ._pipeline import GRACE_SECONDS, OutputPipeline
 from ._split import DEFAULT_LINK_CAPACITY, Splitter
 from ._supervision import unwrapping_a_lone_exception
 
@@ -147,7 +147,7 @@ async def open_output_pipeline(
             # Shielded so a cancelled consumer still closes the source (and with it
             # the provider's HTTP stream), with a deadline so cleanup cannot hang.
             with trio.CancelScope(shield=True) as scope:
-                scope.relative_deadline = _CLOSE_GRACE_SECONDS
+                scope.relative_deadline = GRACE_SECONDS
                 await _close(aclose())
 
 

@@ -114,11 +114,27 @@ from ._split import _NOTHING, Splitter
 from ._stage import _CHUNK_SET, _SLOW, _STOP, HOOK, _Pending, _Stage
 from ._watch import COUNTED, driven, first_probation
 
-__all__ = ["OutputPipeline"]
+__all__ = ["GRACE_SECONDS", "OutputPipeline"]
 
 logger = get_logger("procession")
 
-_CLOSE_GRACE_SECONDS: Final = 5.0  # a stage ended its attempt on this item
+GRACE_SECONDS: Final = 5.0
+"""How long the work of a cancelled read may run on, past the read's deadline
+(past its start if the deadline had passed already): a hook cut off and run
+again, ``on_violation``, a retry decision (README, "Cancelled reads"); also
+how long closing the source may take on leaving the pipeline's block."""
+
+
+def _grace_deadline() -> float:
+    """The deadline of work a cancelled read lets finish: the read's own
+    deadline plus ``GRACE_SECONDS``, or the grace from now when the
+    read is cancelled already (its deadline passed before it began: trio
+    reports ``-inf`` then), so that such a read still makes progress."""
+    deadline = trio.current_effective_deadline()
+    if deadline == -math.inf:
+        deadline = trio.current_time()
+    return deadline + GRACE_SECONDS
+
 
 AT_HAND: Final = 16
 """``"adaptive"`` mode, unsplit: at most this many source items are run through
@@ -143,6 +159,7 @@ class OutputPipeline:
         "_at_hand",
         "_buffer",
         "_cancel_scope",
+        "_checkpointed",
         "_delivered",
         "_entry_attempt",
         "_finished",
@@ -237,6 +254,7 @@ class OutputPipeline:
         self._entry_attempt = 0
         # Statistics.
         self._pulled = 0
+        self._checkpointed = -1  # _fill_fused: the budget checkpoint taken last
         self._settled = 0
         self._peak = 0
         self._delivered = 0
@@ -380,9 +398,13 @@ class OutputPipeline:
         if self._resume:
             await self._resume_interrupted()
             return
-        if (self._pulled + 1) % self.checkpoint_every == 0:
+        pulled = self._pulled
+        if (pulled + 1) % self.checkpoint_every == 0 and self._checkpointed != pulled:
             # Before the item is taken, never between taking and queueing it: a
-            # read cancelled here (a deadline on each read) loses nothing.
+            # read cancelled here (a deadline on each read) loses nothing. Once
+            # per item: the read after one cancelled here goes on (a read whose
+            # deadline had passed would be cancelled here every time).
+            self._checkpointed = pulled
             await trio.lowlevel.checkpoint()
         item = self._held
         if item is not _NOTHING:
@@ -476,13 +498,12 @@ class OutputPipeline:
         is run again with the same chunk (at least once), and from then on a
         chunk finishes its way through the processors (its outputs wait in the
         buffer) before the cancellation takes effect. The consumer's deadline
-        still holds, ``_CLOSE_GRACE_SECONDS`` late at most; an explicit
+        still holds, ``GRACE_SECONDS`` late at most; an explicit
         ``cancel()`` of an enclosing scope waits for the hooks of the chunk in
         flight. Consumers that never cancel a read pay nothing for this.
         """
-        deadline = trio.current_effective_deadline()
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = deadline + _CLOSE_GRACE_SECONDS
+        deadline = _grace_deadline()  # outside the shield, which hides it
+        with trio.CancelScope(shield=True, deadline=deadline) as scope:
             await self._chain(k, item)
         if scope.cancelled_caught:
             # The grace ran out: let the consumer's own cancellation through now
@@ -639,7 +660,17 @@ class OutputPipeline:
         while a hook awaits, nothing is lost: that hook is called again with
         the same chunk on the next read, and from then on each chunk finishes
         its way through the stages first (up to the caller's deadline plus
-        ``_CLOSE_GRACE_SECONDS``). Raises ``StopAsyncIteration`` at the end.
+        ``GRACE_SECONDS``). Raises ``StopAsyncIteration`` at the end.
+
+        In every mode a read whose deadline has passed (before it began, or
+        while it runs) still returns a chunk that is ready: one in the buffer
+        or the last link, or in ``"fused"`` mode a source item at hand run
+        through the stages (hooks that await get the grace, from the read's
+        start if its deadline had passed); it raises ``Cancelled`` only where
+        it waits. The ``checkpoint_every`` checkpoint is taken once per item,
+        so the read after one cancelled there goes past it. A consumer that
+        reads again after each timeout thus gets every chunk, however short
+        its deadline.
         """
         buffer = self._buffer
         while True:
@@ -700,9 +731,16 @@ class OutputPipeline:
                 self._finish_completed()
                 return
             splitter.start()  # adaptive: a stage blocked; split from here on
-        assert self._receive is not None
+        receive = self._receive
+        assert receive is not None
         try:
-            message = await self._receive.receive()
+            # What is ready is taken first: receive() alone raises Cancelled
+            # before it looks, so a read whose deadline had passed would never
+            # get a chunk (the read-progress guarantee: __anext__).
+            try:
+                message = receive.receive_nowait()
+            except trio.WouldBlock:
+                message = await receive.receive()
         except trio.EndOfChannel:
             self._finish_completed()
             return
@@ -784,10 +822,9 @@ class OutputPipeline:
         is cancelled meanwhile (the marker was taken from the stream, so a
         cut-off call would be a lost alert), up to the consumer's own deadline
         plus a grace period."""
-        deadline = trio.current_effective_deadline()
-        with trio.CancelScope(shield=True) as scope:
-            # The consumer's deadline still holds, a grace period late at most.
-            scope.deadline = deadline + _CLOSE_GRACE_SECONDS
+        # The consumer's deadline still holds, a grace period late at most.
+        deadline = _grace_deadline()  # outside the shield, which hides it
+        with trio.CancelScope(shield=True, deadline=deadline):
             await actor.notify_violation(violation)
 
     async def _decided(self, decision: Awaitable[bool]) -> bool:
@@ -797,9 +834,8 @@ class OutputPipeline:
         the consumer's deadline plus a grace period: the item would be lost
         with it. Past the grace the answer is False (the item is terminal, and
         is delivered on a later read)."""
-        deadline = trio.current_effective_deadline()
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = deadline + _CLOSE_GRACE_SECONDS
+        deadline = _grace_deadline()  # outside the shield, which hides it
+        with trio.CancelScope(shield=True, deadline=deadline):
             return await decision
         return False
 

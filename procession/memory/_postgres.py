@@ -12,6 +12,7 @@ import contextlib
 import datetime as _dt
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
@@ -219,10 +220,19 @@ class PostgresStorage(SqlBackend):
 
     Queries run in worker threads (``trio.to_thread.run_sync``), one pooled
     connection each; a cancelled call abandons its thread and cancels its
-    query on the server, so its transaction rolls back. The pool checks a
-    connection before lending it, so one the server dropped while idle is
-    replaced, not failed on. The tables are created on first use (by one
-    process at a time: an advisory lock), or by ``migrate()``.
+    query on the server, so its transaction rolls back. The tables are
+    created on first use (by one process at a time: an advisory lock), or by
+    ``migrate()``.
+
+    When PostgreSQL goes away and comes back: a call pings its pooled
+    connection before using it; when that fails, the storage drops its pool
+    and opens a new one behind one direct connection. So a call while the
+    server is down fails at once with ``StorageUnavailableError`` (a refused
+    connection; a host that does not answer at all takes ``connect_timeout``),
+    the first call after it is back succeeds, and a restart between two calls
+    goes unnoticed. A call cut off mid-transaction fails with
+    ``StorageUnavailableError`` and writes nothing (unless the cut came
+    during its COMMIT); it is not retried.
     """
 
     def __init__(
@@ -252,6 +262,8 @@ class PostgresStorage(SqlBackend):
         self._schema = postgres_schema(own_schema=schema_name is not None)
         self._dialect = _Dialect(self.where, schema_name, psycopg.types.json.Json)
         self._pool: Any = None
+        # When the last direct connection failed, and its error.
+        self._refused: tuple[float, str] | None = None
         self._schema_checked = False
         self._closed = False
         self._open_lock = threading.Lock()
@@ -270,22 +282,25 @@ class PostgresStorage(SqlBackend):
         call = _Call()
 
         def work() -> T:
+            pool, conn = self._lend(migrate=migrate)
             try:
-                pool = self._open(migrate=migrate)
-            except (self._psycopg.Error, self._pool_module.PoolTimeout) as exc:
-                raise self._translate(exc, connecting=True) from exc
-            try:
-                with pool.connection() as conn:
-                    with call.lock:
-                        if call.abandoned:
-                            raise _Abandoned
-                        call.conn = conn
-                    return fn(_Guarded(conn, call))
-            except (self._psycopg.Error, self._pool_module.PoolTimeout) as exc:
+                with call.lock:
+                    if call.abandoned:
+                        raise _Abandoned
+                    call.conn = conn
+                return fn(_Guarded(conn, call))
+            except self._psycopg.Error as exc:
                 raise self._translate(exc) from exc
             finally:
                 with call.lock:
                     call.conn = None
+                if conn.broken:
+                    # The session was cut: the server went away, or someone
+                    # ended it. Either way the pool is not to be trusted.
+                    self._discard(pool)
+                    conn.close()
+                else:
+                    pool.putconn(conn)
                 call.finished.set()
 
         try:
@@ -301,33 +316,103 @@ class PostgresStorage(SqlBackend):
                 threading.Thread(target=_cancel, args=(call,), daemon=True).start()
             raise
 
-    def _open(self, *, migrate: bool) -> Any:
+    def _lend(self, *, migrate: bool) -> tuple[Any, Any]:
+        """The pool and one of its connections that answered a ping, or
+        ``StorageUnavailableError``.
+
+        A pooled connection that does not answer means the server went away
+        (and may be back): its idle siblings are as dead, and the pool's own
+        reconnection backs off for seconds, so the pool is dropped and a new
+        one opened behind a direct connection (``_open``). That connection is
+        refused at once while the server is down, and succeeds as soon as it
+        is back."""
+        asked = time.monotonic()
+        failure: BaseException | None = None
+        for attempt in range(2):
+            pool = self._open(migrate=migrate and attempt == 0, asked=asked)
+            try:
+                conn = pool.getconn()
+            except self._pool_module.PoolClosed as exc:
+                failure = exc  # dropped by another call meanwhile: open anew
+                continue
+            except self._psycopg.Error as exc:
+                # PoolTimeout: no connection within connect_timeout; the
+                # pool's reconnection is backing off.
+                self._discard(pool)
+                raise self._translate(exc, connecting=True) from exc
+            try:
+                self._pool_module.ConnectionPool.check_connection(conn)
+            except self._psycopg.Error as exc:
+                failure = exc
+                self._discard(pool)
+                conn.close()
+                continue
+            return pool, conn
+        assert failure is not None
+        raise self._translate(failure, connecting=True) from failure
+
+    def _open(self, *, migrate: bool, asked: float) -> Any:
+        """The pool; without one (the first call, or the last pool was
+        dropped) one direct connection first, which fails fast and says why
+        (refused, bad password) where a pool would retry until its timeout,
+        and checks the schema."""
         with self._open_lock:
             if self._closed:
                 raise StorageUnavailableError(f"{self!r} is closed")
-            if self._pool is not None and not migrate and self._schema_checked:
+            if self._pool is not None and not migrate:
                 return self._pool
-            # One direct connection first: it fails fast and says why (refused,
-            # bad password) where a pool would retry until its timeout.
-            with self._psycopg.connect(
-                self._dsn, connect_timeout=max(1, round(self.connect_timeout))
-            ) as conn:
-                _sql.ensure_schema(conn, self._dialect, self._schema, migrate=migrate)
-            self._schema_checked = True
-            if self._pool is None:
-                pool = self._pool_module.ConnectionPool(
-                    self._dsn,
-                    min_size=1,
-                    max_size=self.pool_size,
-                    open=False,
-                    timeout=self.connect_timeout,
-                    check=self._pool_module.ConnectionPool.check_connection,
-                    name="procession-memory",
-                    kwargs={"connect_timeout": max(1, round(self.connect_timeout))},
-                )
-                pool.open(wait=True, timeout=self.connect_timeout)
-                self._pool = pool
+            if self._refused is not None and self._refused[0] > asked:
+                # That connection failed while this call waited for the lock:
+                # its answer is this call's too (each trying in turn would add
+                # up their connect_timeouts).
+                raise StorageUnavailableError(self._refused[1])
+            try:
+                with self._psycopg.connect(
+                    self._dsn, connect_timeout=max(1, round(self.connect_timeout))
+                ) as conn:
+                    if migrate or not self._schema_checked:
+                        _sql.ensure_schema(
+                            conn, self._dialect, self._schema, migrate=migrate
+                        )
+                self._schema_checked = True
+                if self._pool is None:
+                    self._pool = self._new_pool()
+            except (self._psycopg.Error, self._pool_module.PoolTimeout) as exc:
+                error = self._translate(exc, connecting=True)
+                if isinstance(error, StorageUnavailableError):
+                    self._refused = (time.monotonic(), str(error))
+                raise error from exc
             return self._pool
+
+    def _new_pool(self) -> Any:
+        pool = self._pool_module.ConnectionPool(
+            self._dsn,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            timeout=self.connect_timeout,
+            # No check=: _lend pings the connection itself, to drop the
+            # pool when it fails.
+            name="procession-memory",
+            kwargs={"connect_timeout": max(1, round(self.connect_timeout))},
+        )
+        try:
+            pool.open(wait=True, timeout=self.connect_timeout)
+        except BaseException:
+            _close_soon(pool)
+            raise
+        return pool
+
+    def _discard(self, pool: Any) -> None:
+        """Drop ``pool`` if it is still the storage's: the next call opens a
+        new one. Its idle connections close, lent ones when they come back
+        (the caller closes the dead one it holds), its reconnection attempts
+        stop; calls waiting on it get ``PoolClosed`` and open anew."""
+        with self._open_lock:
+            if self._pool is not pool:
+                return
+            self._pool = None
+        _close_soon(pool)
 
     def _translate(
         self, exc: BaseException, *, connecting: bool = False
@@ -377,6 +462,14 @@ class PostgresStorage(SqlBackend):
                 pool.close()
 
         await trio.to_thread.run_sync(close)
+
+
+def _close_soon(pool: Any) -> None:
+    """Close a pool in a thread of its own: closing waits for the pool's
+    workers, which may be in a connection attempt."""
+    threading.Thread(
+        target=pool.close, name="procession-memory-close", daemon=True
+    ).start()
 
 
 class _Abandoned(Exception):

@@ -16,7 +16,6 @@ per-chunk counting at all.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
@@ -40,11 +39,6 @@ except ImportError:  # the core install
     _HAVE_OTEL = False
 
 _SCOPE: Final = "procession"
-
-
-@functools.cache
-def _scope_version() -> str:
-    return version()
 
 
 def _usage_attributes(usage: Any) -> dict[str, int]:
@@ -112,7 +106,7 @@ def _instruments(meter_provider: Any) -> _Instruments | None:
     provider = meter_provider or _otel_metrics.get_meter_provider()
     found = _INSTRUMENTS.get(id(provider))
     if found is None:
-        found = _Instruments(provider.get_meter(_SCOPE, _scope_version()))
+        found = _Instruments(provider.get_meter(_SCOPE, version()))
         _INSTRUMENTS[id(provider)] = found
     return found
 
@@ -383,7 +377,7 @@ def start_run(
     if not _HAVE_OTEL:
         return DISABLED
     provider = tracer_provider or _otel_trace.get_tracer_provider()
-    tracer = provider.get_tracer(_SCOPE, _scope_version())
+    tracer = provider.get_tracer(_SCOPE, version())
     parent = _otel_context.get_current()
     attributes: dict[str, Any] = {
         c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,

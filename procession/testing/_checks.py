@@ -23,7 +23,13 @@ import trio
 import trio.testing
 
 from .._errors import ConfigurationError
-from ..actors import ExecutionMode, PipelineOutcome, open_output_pipeline
+from ..actors import (
+    GRACE_SECONDS,
+    ExecutionMode,
+    OutputPipeline,
+    PipelineOutcome,
+    open_output_pipeline,
+)
 from ..data import (
     Chunk,
     TextDeltaChunk,
@@ -294,29 +300,60 @@ async def _run_mode(
     return _ModeRun(seen, _Verdict.of(stream.outcome))
 
 
-_STALLED_READS = 1000
+class _Stalled(AssertionError):
+    """Reading under deadlines got no further (``_read_under``)."""
 
 
-async def _read_under(
-    stream: AsyncIterator[Any], deadlines: Sequence[float]
-) -> list[Any]:
+_STILL_READS = 10_000
+"""Empty reads in a row, with trio's clock standing still, that make a stall
+(the stages' tasks get a turn at each: a chunk that needs no time comes in a
+handful)."""
+
+
+async def _read_under(stream: OutputPipeline, deadlines: Sequence[float]) -> list[Any]:
     """Read ``stream`` to its end the way a heartbeat consumer does: each read
-    under the next of ``deadlines`` (in turn), a timed-out read tried again."""
+    under the next of ``deadlines`` (in turn), a timed-out read tried again.
+
+    A stall, reported as an ``AssertionError``, is measured on trio's clock:
+    no chunk for longer than the slowest legitimate way to one (every stage
+    cut off by a read and run again in each of the grace periods the
+    deadlines give: ``(stages + 1) * (len(deadlines) + 1) * (max(deadlines) +
+    the 5 s grace)``), or ``_STILL_READS`` empty reads while the clock stood
+    still. The number of empty reads otherwise does not matter: in
+    ``"actors"`` mode a hook that sleeps 1 s under a 1 ms deadline takes a
+    thousand of them, and is fine."""
     seen: list[Any] = []
-    reads = stalled = 0
+    stages = stream.statistics().stages
+    patience = (
+        (stages + 1) * (len(deadlines) + 1) * (max(max(deadlines), 0.0) + GRACE_SECONDS)
+    )
+    reads = still = 0
+    progress = trio.current_time()
     while True:
+        before = trio.current_time()
         with trio.move_on_after(deadlines[reads % len(deadlines)]) as scope:
             reads += 1
             try:
                 seen.append(await stream.__anext__())
             except StopAsyncIteration:
                 return seen
-        stalled = stalled + 1 if scope.cancelled_caught else 0
-        if stalled >= _STALLED_READS:
-            raise AssertionError(
-                f"no chunk in {_STALLED_READS} reads under the deadlines "
-                f"{list(deadlines)!r}: a hook takes longer than a deadline plus "
-                f"the pipeline's grace period, every time it is run"
+        now = trio.current_time()
+        if not scope.cancelled_caught:
+            progress, still = now, 0
+            continue
+        still = still + 1 if now == before else 0
+        if now - progress > patience:
+            raise _Stalled(
+                f"no chunk for {now - progress:g} s of trio's clock: a hook "
+                f"takes longer than a deadline plus the pipeline's grace period "
+                f"({GRACE_SECONDS:g} s), every time it is run"
+            )
+        if still >= _STILL_READS:
+            raise _Stalled(
+                f"no chunk in {_STILL_READS} reads while trio's clock stood "
+                f"still: a deadline this short leaves a hook that sleeps no "
+                f"time to wake (on trio's MockClock time moves only when every "
+                f"task waits)"
             )
 
 
@@ -335,13 +372,32 @@ def assert_modes_agree(
 
     The ``"actors"`` mode is run once per ``link_capacities`` entry (the buffer
     between stages changes how the tasks interleave). With ``read_deadlines``
-    (seconds on trio's clock, e.g. ``[0.01, 0.3]``), every mode is also read
+    (seconds on trio's clock, each ``>= 0``, e.g. ``[0.01, 0.3]``; ``0`` is a
+    read whose deadline has passed before it begins), every mode is also read
     the way a heartbeat consumer reads: each read under the next deadline in
     turn, a read that times out tried again. A hook cut off by such a timeout
     is called again with the same chunk, so a processor that changes its
-    ``state`` before an ``await`` shows up here. Raises ``AssertionError``
-    naming the mode, the capacity and the first difference.
+    ``state`` before an ``await`` shows up here.
+
+    A hook may take up to its read's deadline plus the pipeline's grace
+    period (5 s on trio's clock, README "Cancelled reads") however many empty
+    reads that takes. One that always takes longer never finishes in
+    ``"fused"`` mode (each read cuts it off, each grace runs out): that is
+    reported as a stall, once no chunk has come for many times the longest
+    deadline plus the grace (``_read_under``), not read for ever.
+
+    Raises ``AssertionError`` naming the mode, the capacity and the first
+    difference or the stall; ``ConfigurationError`` for a deadline that is
+    not a number ``>= 0``.
     """
+    for deadline in read_deadlines:
+        if isinstance(deadline, bool) or not (
+            isinstance(deadline, int | float) and deadline >= 0
+        ):
+            raise ConfigurationError(
+                f"read_deadlines={list(read_deadlines)!r}: {deadline!r} is not a "
+                f"number of seconds >= 0"
+            )
     chunks = list(chunks)
     reference = _run_on_mock_clock(
         _run_reference, processors, chunks, run_id, request_context
@@ -357,22 +413,25 @@ def assert_modes_agree(
         for capacity in (link_capacities if mode == "actors" else (1,))
     ]
     for mode, capacity, deadlines in runs:
-        got = _run_on_mock_clock(
-            _run_mode,
-            processors,
-            chunks,
-            run_id,
-            request_context,
-            mode,
-            capacity,
-            deadlines,
+        where = f"mode {mode!r}" + (
+            f" (link_capacity={capacity})" if mode == "actors" else ""
         )
-        if got != reference:
-            where = f"mode {mode!r}" + (
-                f" (link_capacity={capacity})" if mode == "actors" else ""
+        if deadlines:
+            where += f" read under the deadlines {list(deadlines)!r}"
+        try:
+            got = _run_on_mock_clock(
+                _run_mode,
+                processors,
+                chunks,
+                run_id,
+                request_context,
+                mode,
+                capacity,
+                deadlines,
             )
-            if deadlines:
-                where += f" read under the deadlines {list(deadlines)!r}"
+        except _Stalled as stalled:
+            raise AssertionError(f"{where} stalled: {stalled}") from None
+        if got != reference:
             raise AssertionError(
                 f"{where} disagrees with the sequential reference:\n"
                 f"{_first_difference(got, reference)}"

@@ -4,6 +4,8 @@ backend) and ``storage`` (one storage of it). See memory_helpers.py."""
 from __future__ import annotations
 
 import pathlib
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -16,6 +18,7 @@ from .memory_helpers import (
     BACKENDS,
     SQLITE_SLOW,
     Backend,
+    PrivatePostgres,
     admin_connection,
     postgres_dsn,
 )
@@ -61,3 +64,19 @@ def backend(
 def storage(backend: Backend) -> MemoryStorage:
     """One storage of each backend."""
     return backend()
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A started PostgreSQL server of the test's own, which it may stop and
+    start; stopped and removed after the test."""
+    # Not tmp_path: the server runs as another user when the tests run as
+    # root, and pytest makes its temporary directories private (0700).
+    root = pathlib.Path(tempfile.mkdtemp(prefix="procession-pg-"))
+    try:
+        server = PrivatePostgres.create(root)
+        server.start_sync()
+        yield server
+        server.stop_sync()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -4,6 +4,7 @@ and catches a bad one."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import textwrap
@@ -344,8 +345,69 @@ def test_per_read_deadlines_no_hook_can_meet_are_reported() -> None:
             await trio.sleep(100)
             return args.part
 
-    with pytest.raises(AssertionError, match=r"no chunk in 1000 reads under the "):
+    with pytest.raises(
+        AssertionError,
+        match=r"mode 'adaptive' read under the deadlines \[0\.01\] stalled: no "
+        r"chunk for [\d.]+ s of trio's clock: a hook takes longer than a deadline "
+        r"plus the pipeline's grace period \(5 s\)",
+    ):
         assert_modes_agree([Stuck()], block("a"), read_deadlines=[0.01])
+
+
+class Slow(Processor):
+    """Sleeps ``seconds`` on trio's clock on every chunk."""
+
+    id = "slow"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        await trio.sleep(self.seconds)
+        return args.part
+
+
+def test_a_hook_a_thousand_reads_long_is_no_stall() -> None:
+    """A 1 s hook under 1 ms deadlines: in actors mode a thousand empty reads
+    per chunk (the check gave up at 1,000 once), well inside the grace."""
+    assert_modes_agree([Slow(1.0)], block("a"), read_deadlines=[0.001])
+
+
+GRACE = 5.0  # the pipeline's, on trio's clock (README "Cancelled reads")
+
+
+def test_a_hook_just_inside_the_grace_passes_and_just_outside_stalls() -> None:
+    """A read cut off while a hook awaits lets it run again for the read's
+    deadline plus the grace: a hook just shorter finishes in every mode; one
+    just longer is cut off every time in fused and adaptive mode."""
+    deadline = 0.01
+    assert_modes_agree(
+        [Slow(deadline + GRACE - 0.01)], block("a"), read_deadlines=[deadline]
+    )
+    with pytest.raises(
+        AssertionError,
+        match=r"mode 'adaptive' read under the deadlines \[0\.01\] stalled: no "
+        r"chunk for ",
+    ):
+        assert_modes_agree(
+            [Slow(deadline + GRACE + 0.01)], block("a"), read_deadlines=[deadline]
+        )
+
+
+def test_reads_whose_deadline_has_passed_agree_in_every_mode() -> None:
+    """A deadline of 0: every read begins cancelled, and still gets each chunk
+    that is ready (tests/actors/test_expired_reads.py has the pipeline's
+    side). Once the actors mode never gave such a read a chunk."""
+    assert_modes_agree([PerDeltaFilter()], block("a", "b", "c"), read_deadlines=[0])
+    assert_modes_agree(
+        [Notes(), BufferingFilter()], block("a ", "secret"), read_deadlines=[0, 0.1]
+    )
+
+
+@pytest.mark.parametrize("bad", [-0.5, math.nan, "1", True])
+def test_read_deadlines_must_be_seconds(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match=r"is not a number of seconds >= 0"):
+        assert_modes_agree([PerDeltaFilter()], block("a"), read_deadlines=[0.1, bad])
 
 
 # --------------------------------------------------------------------------- #
