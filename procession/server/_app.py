@@ -9,7 +9,6 @@ import re
 from collections.abc import (
     Awaitable,
     Callable,
-    Iterable,
     Mapping,
     MutableMapping,
     Sequence,
@@ -19,7 +18,6 @@ from typing import Any, Final
 import attrs
 import trio
 
-from ..chunks import Chunk
 from ..memory import ThreadOwnershipError
 from ..processors import ConfigurationError
 from ..runtime import Agent, AgentResult
@@ -36,7 +34,7 @@ from ._http import (
     send_empty,
     send_json,
 )
-from ._mastra import agent_info, error_frame, generate_body, mastra_frame
+from ._mastra import MastraFrames, agent_info, error_frame, generate_body
 from ._memory_routes import (
     acting_resource,
     owned_thread,
@@ -51,7 +49,7 @@ from ._resume import follow_log, last_event_id, lost_frames, stream_resumable
 from ._security import Cors, Token, check_token
 from ._streaming import RunRegistry, StreamSettings, stream_response, watch_disconnect
 from ._tracing import RequestSpan, enter_run, request_span, under
-from ._ui_stream import UI_STREAM_HEADERS, ui_chunks, ui_frame
+from ._ui_stream import UI_STREAM_HEADERS, ui_frame, ui_frames
 
 __all__ = ["ProcessionApp"]
 
@@ -440,7 +438,7 @@ class ProcessionApp:
     def _mastra_settings(self, run_id: str) -> StreamSettings:
         return StreamSettings(
             headers=MASTRA_STREAM_HEADERS,
-            encode=lambda chunk: (mastra_frame(chunk, run_id),),
+            encode=MastraFrames(run_id),
             failure_frame=lambda message: error_frame(message, run_id),
             keepalive_s=self.keepalive_s,
         )
@@ -448,7 +446,7 @@ class ProcessionApp:
     def _ui_settings(self) -> StreamSettings:
         return StreamSettings(
             headers=UI_STREAM_HEADERS,
-            encode=_encode_ui,
+            encode=ui_frames,
             failure_frame=_ui_error_frame,
             keepalive_s=self.keepalive_s,
         )
@@ -657,10 +655,6 @@ def _mastra_gap_frame(name: str, message: str, run_id: str) -> bytes:
 
 def _ui_error_frame(message: str) -> bytes:
     return ui_frame({"type": "error", "errorText": message})
-
-
-def _encode_ui(chunk: Chunk) -> Iterable[bytes]:
-    return [ui_frame(c) for c in ui_chunks(chunk)]
 
 
 def _message(error: BaseException) -> str:

@@ -1,16 +1,25 @@
-"""One streamed response: the run, a disconnect watcher and the writer in one
-nursery per request.
+"""One streamed response: the run read and written in the request's own task,
+beside a disconnect watcher and a timer (keepalives, the graceful shutdown),
+in one nursery per request.
 
+* The path of a chunk is one task: the request's task reads the run
+  (``AgentStream.__anext__``, where fused processors run too), encodes the
+  chunk and awaits the ASGI ``send``. No task hop, no cancel scope per chunk.
+* Coalescing without read-ahead: the chunks the run already holds at hand
+  (``AgentStream.next_ready``: an adaptive batch, a burst the model sent in
+  one read) leave with the chunk just read in one ``send``; a lone chunk
+  leaves at once. Nothing waits for more.
+* Backpressure end to end: the next chunk is read only after the ``send``
+  of the last returned, so a client that stops reading stalls the model
+  read. Per connection the server holds the chunks the run had at hand (at
+  most the output pipeline's batch, ``AT_HAND``), their frames, and what the
+  socket buffer holds.
 * A client that disconnects (ASGI ``http.disconnect``; hypercorn drops writes
   to a closed connection silently, so it must be watched for) cancels the
-  nursery: leaving the run's ``async with`` cancels the run, its processors
-  and the provider's stream.
-* Backpressure end to end: the run's reader hands chunks to the writer over
-  an unbuffered channel and the writer awaits each ``send``, so a client that
-  stops reading stalls the model read. Per connection at most one chunk is in
-  hand in the reader, one in the writer, plus the frames of that chunk and
-  what the server's socket buffer holds.
-* While no chunk comes for ``keepalive_s``, the writer sends an SSE comment.
+  nursery at once: leaving the run's ``async with`` cancels the run, its
+  processors and the provider's stream.
+* While nothing was sent for ``keepalive_s``, the timer sends an SSE
+  comment (never in the middle of a frame: the two take turns).
 * A graceful shutdown cancels the run (``stream.cancel()``): its last chunk is
   an ``abort``, written like any other, then ``data: [DONE]``.
 """
@@ -19,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
@@ -31,9 +40,19 @@ from ..runtime import AgentStream
 from ._http import Headers, Receive, Send
 from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
 
-__all__ = ["RunRegistry", "StreamSettings", "stream_response", "watch_disconnect"]
+__all__ = [
+    "MAX_COALESCED",
+    "BodyWriter",
+    "RunRegistry",
+    "StreamSettings",
+    "stream_response",
+    "watch_disconnect",
+]
 
 logger: Final = logging.getLogger("procession.server")
+
+MAX_COALESCED: Final = 64
+"""At most this many chunks (or log frames) at hand go out in one ``send``."""
 
 
 @attrs.define
@@ -52,18 +71,14 @@ class RunRegistry:
 
 @attrs.frozen(kw_only=True)
 class StreamSettings:
-    """How a streamed response is framed: its headers, the frames of a chunk,
-    the frame for a failure of the server itself, and the keepalive period."""
+    """How a streamed response is framed: its headers, the frames of a chunk
+    (joined; ``b""`` for a chunk the protocol does not send), the frame for a
+    failure of the server itself, and the keepalive period."""
 
     headers: Headers
-    encode: Callable[[Chunk], Iterable[bytes]]
+    encode: Callable[[Chunk], bytes]
     failure_frame: Callable[[str], bytes]
     keepalive_s: float
-
-
-@attrs.frozen
-class _Failure:
-    message: str
 
 
 async def watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
@@ -74,6 +89,75 @@ async def watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
         if message["type"] == "http.disconnect":
             scope.cancel()
             return
+
+
+class BodyWriter:
+    """The body of one started response, written by the request's task
+    (``write``) and, while that task waits for the run, by a timer task
+    (``keep_alive``): the two never send at once.
+
+    ``write`` costs one ASGI ``send`` and, with keepalives on, one clock
+    read; it checkpoints in ``send`` (waiting while the client does not
+    read)."""
+
+    __slots__ = ("_free", "_keepalive", "_last", "_message", "_send", "_sending")
+
+    def __init__(self, send: Send, keepalive_s: float) -> None:
+        self._send = send
+        self._keepalive = keepalive_s if keepalive_s > 0 else math.inf
+        self._last = trio.current_time() if keepalive_s > 0 else 0.0
+        self._sending = False
+        self._free: trio.Event | None = None
+
+    async def write(self, body: bytes) -> None:
+        """Send ``body`` (more to come), after a keepalive on its way.
+        Checkpoints; cancelled, the body may be cut."""
+        if self._sending:  # a keepalive is on its way: after it
+            await self._wait_free()
+        self._sending = True
+        try:
+            await self._send(
+                {"type": "http.response.body", "body": body, "more_body": True}
+            )
+        finally:
+            self._sending = False
+            if self._keepalive != math.inf:
+                self._last = trio.current_time()
+            if self._free is not None:
+                self._free.set()
+                self._free = None
+
+    async def end(self, body: bytes = b"") -> None:
+        """Send the body's last bytes; nothing may be written after.
+        Checkpoints."""
+        if self._sending:
+            await self._wait_free()
+        self._sending = True
+        await self._send(
+            {"type": "http.response.body", "body": body, "more_body": False}
+        )
+
+    async def _wait_free(self) -> None:
+        while self._sending:
+            if self._free is None:
+                self._free = trio.Event()
+            await self._free.wait()
+
+    async def keep_alive(self, shutdown: trio.Event | None = None) -> None:
+        """Send a keepalive comment whenever nothing was sent for the
+        period, until ``shutdown`` is set (then return) or the caller is
+        cancelled. One cancel scope per period, none per chunk."""
+        never = trio.Event()
+        waited = shutdown if shutdown is not None else never
+        while True:
+            with trio.move_on_at(self._last + self._keepalive):
+                await waited.wait()
+                return
+            if self._sending:  # a frame is on its way (the client may not read)
+                await self._wait_free()
+            elif trio.current_time() >= self._last + self._keepalive:
+                await self.write(KEEPALIVE_FRAME)
+            # else a frame went out meanwhile: wait from then
 
 
 async def stream_response(
@@ -104,72 +188,47 @@ async def stream_response(
                     "headers": settings.headers,
                 }
             )
-            to_writer, from_reader = trio.open_memory_channel[Chunk | _Failure](0)
+            writer = BodyWriter(send, settings.keepalive_s)
             nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
-            nursery.start_soon(_cancel_on_shutdown, shutdown, stream)
-            nursery.start_soon(_read_run, stream, to_writer)
-            clean = await _write(send, from_reader, settings)
-            await send(
-                {
-                    "type": "http.response.body",
-                    "body": DONE_FRAME if clean else b"",
-                    "more_body": False,
-                }
-            )
+            nursery.start_soon(_timer, writer, shutdown, stream)
+            clean = await write_run(stream, writer, settings)
+            await writer.end(DONE_FRAME if clean else b"")
             nursery.cancel_scope.cancel()
         finally:
             registry.streams.pop(stream.run_id, None)
 
 
-async def _read_run(
-    stream: AgentStream, to_writer: trio.MemorySendChannel[Chunk | _Failure]
-) -> None:
-    with to_writer:
-        try:
-            async for chunk in stream:
-                await to_writer.send(chunk)
-        except Exception as exc:
-            logger.exception("run %s failed while streaming", stream.run_id)
-            await to_writer.send(_Failure(f"{type(exc).__name__}: {exc}"))
-
-
-async def _cancel_on_shutdown(shutdown: trio.Event, stream: AgentStream) -> None:
-    await shutdown.wait()
+async def _timer(writer: BodyWriter, shutdown: trio.Event, stream: AgentStream) -> None:
+    """Keepalives until the graceful shutdown, which cancels the run."""
+    await writer.keep_alive(shutdown)
     await stream.cancel()
 
 
-async def _write(
-    send: Send,
-    from_reader: trio.MemoryReceiveChannel[Chunk | _Failure],
-    settings: StreamSettings,
+async def write_run(
+    stream: AgentStream, writer: BodyWriter, settings: StreamSettings
 ) -> bool:
-    """Write frames until the run ends; True if it ended cleanly."""
-    period = settings.keepalive_s if settings.keepalive_s > 0 else math.inf
+    """Write the run's frames until it ends, the chunks at hand together;
+    True if it ended cleanly, False after the failure frame of a run that
+    raised (logged with its traceback). Checkpoints in every read and
+    ``send``; cancelled, the run's chunk in hand is lost with the response."""
+    encode = settings.encode
+    next_ready = stream.next_ready
     while True:
-        item: Chunk | _Failure | None = None
-        with trio.move_on_after(period):
-            try:
-                item = await from_reader.receive()
-            except trio.EndOfChannel:
-                return True
-        if item is None:
-            await send(
-                {
-                    "type": "http.response.body",
-                    "body": KEEPALIVE_FRAME,
-                    "more_body": True,
-                }
-            )
-            continue
-        if isinstance(item, _Failure):
-            await send(
-                {
-                    "type": "http.response.body",
-                    "body": settings.failure_frame(item.message),
-                    "more_body": True,
-                }
-            )
+        try:
+            chunk = await stream.__anext__()
+        except StopAsyncIteration:
+            return True
+        except Exception as exc:
+            logger.exception("run %s failed while streaming", stream.run_id)
+            await writer.write(settings.failure_frame(f"{type(exc).__name__}: {exc}"))
             return False
-        body = b"".join(settings.encode(item))
+        body = encode(chunk)
+        taken = 1
+        while taken < MAX_COALESCED:
+            more = next_ready()
+            if more is None:
+                break
+            body += encode(more)
+            taken += 1
         if body:
-            await send({"type": "http.response.body", "body": body, "more_body": True})
+            await writer.write(body)

@@ -27,13 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ..chunks import Chunk, to_wire
-from ._http import dumps
+from ..chunks import Chunk, TextDeltaChunk, TextDeltaPayload, to_wire
+from ._http import dumps, json_string
 
 __all__ = [
     "UI_STREAM_HEADERS",
     "ui_chunks",
     "ui_frame",
+    "ui_frames",
 ]
 
 UI_STREAM_HEADERS: Final = [
@@ -218,3 +219,25 @@ def ui_frame(value: Mapping[str, Any]) -> bytes:
     """One SSE frame, ``data: <json>\\n\\n``, as the AI SDK's
     ``JsonToSseTransformStream`` writes it."""
     return b"data: " + dumps(value) + b"\n\n"
+
+
+def ui_frames(chunk: Chunk) -> bytes:
+    """The SSE frames of ``ui_chunks(chunk)``, joined (``b""`` for none). A
+    plain text delta (no provider metadata, nothing extra) is written
+    straight from its two strings; the bytes are always those of
+    ``ui_frame`` over ``ui_chunks`` (a property test holds them equal)."""
+    if chunk.__class__ is TextDeltaChunk:
+        payload = chunk.payload
+        if (
+            payload.__class__ is TextDeltaPayload
+            and payload.provider_metadata is None
+            and not payload.extra
+        ):
+            return (
+                'data: {"type":"text-delta","id":'
+                + json_string(payload.id)
+                + ',"delta":'
+                + json_string(payload.text)
+                + "}\n\n"
+            ).encode()
+    return b"".join([ui_frame(c) for c in ui_chunks(chunk)])
