@@ -44,6 +44,7 @@ from ._processors import memory_ids as memory_ids
 from ._sql import SCHEMA_VERSION as SCHEMA_VERSION
 from ._sqlite import SqliteStorage as SqliteStorage
 from ._storage import MemoryStorage as MemoryStorage
+from ._storage import ThreadLeases as ThreadLeases
 from ._values import Resource as Resource
 from ._values import Thread as Thread
 
@@ -63,6 +64,7 @@ __all__ = [
     "StorageLockedError",
     "StorageUnavailableError",
     "Thread",
+    "ThreadLeases",
     "ThreadOwnershipError",
     "UPDATE_WORKING_MEMORY",
     "WorkingMemory",

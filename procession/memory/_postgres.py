@@ -33,7 +33,7 @@ _SCHEMA_LOCK_KEY = 0x70726F63
 
 
 def postgres_schema(*, own_schema: bool = False) -> _sql.Schema:
-    """Schema version 1 in PostgreSQL's types; with ``own_schema``, it creates
+    """Schema version 2 in PostgreSQL's types; with ``own_schema``, it creates
     the PostgreSQL schema that holds the tables too.
 
     JSON, not JSONB: JSONB rewrites numbers (a float ``4.786337815060274e16``
@@ -60,8 +60,13 @@ def postgres_schema(*, own_schema: bool = False) -> _sql.Schema:
             "seq BIGINT GENERATED ALWAYS AS IDENTITY)",
             "CREATE INDEX procession_messages_by_thread "
             "ON {messages} (thread_id, created_at, seq)",
+            _LEASES,
         ),
+        upgrades={1: (_LEASES,)},
     )
+
+
+_LEASES = _sql.LEASES_TABLE.replace("{timestamp}", "TIMESTAMPTZ")
 
 
 def _import_driver() -> tuple[Any, Any]:
@@ -116,6 +121,7 @@ class _Dialect:
             resources=f"{s}.procession_resources",
             threads=f"{s}.procession_threads",
             messages=f"{s}.procession_messages",
+            leases=f"{s}.procession_thread_leases",
         )
 
     def timestamp(self, moment: _dt.datetime) -> _dt.datetime:

@@ -41,7 +41,7 @@ _PROGRESS_EVERY = 1000
 
 
 def sqlite_schema() -> _sql.Schema:
-    """Schema version 1 in SQLite's types (JSON as TEXT, ISO-8601 UTC
+    """Schema version 2 in SQLite's types (JSON as TEXT, ISO-8601 UTC
     timestamps of fixed width, so text order is time order)."""
     return _sql.Schema(
         version=_sql.SCHEMA_VERSION,
@@ -60,8 +60,13 @@ def sqlite_schema() -> _sql.Schema:
             "content TEXT NOT NULL, created_at TEXT NOT NULL)",
             "CREATE INDEX procession_messages_by_thread "
             "ON {messages} (thread_id, created_at)",
+            _LEASES,
         ),
+        upgrades={1: (_LEASES,)},
     )
+
+
+_LEASES = _sql.LEASES_TABLE.replace("{timestamp}", "TEXT")
 
 
 class _Abandoned(Exception):
@@ -93,6 +98,7 @@ class _Dialect:
             resources="procession_resources",
             threads="procession_threads",
             messages="procession_messages",
+            leases="procession_thread_leases",
         )
 
     def timestamp(self, moment: _dt.datetime) -> str:
