@@ -592,23 +592,111 @@ def _parser() -> argparse.ArgumentParser:
         "with the other servers on that Redis (default $PROCESSION_BUS_URL; "
         "none: runs end with their client)",
     )
+    serve.add_argument(
+        "--workers",
+        default="1",
+        help="N or auto (the cores): N processes sharing the listening socket, "
+        "each with its own runs and its own limit on concurrent runs; resume "
+        "across them needs --bus (default 1: one process, no supervisor)",
+    )
+    # A worker of --workers N: index/count/listen_fd/parent_fd (internal).
+    serve.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return parser
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """``procession serve``: runs until SIGINT / SIGTERM; 2 for a target or
-    address it refuses."""
+    """``procession serve``: runs until SIGINT / SIGTERM; 2 for a target,
+    an address or a --workers it refuses. With ``--workers N`` > 1, this
+    process supervises N workers (``procession.server._workers``)."""
+    if args.worker:  # before the imports: a parent killed meanwhile ends it
+        from .server._workers import die_with_parent
+
+        die_with_parent()
     from .server import check_bind, create_app, load_target, serve
+    from .server._workers import (
+        WorkerSpec,
+        bind_listener,
+        check_workers,
+        listener_url,
+        parse_workers,
+        serve_worker,
+        supervise_workers,
+    )
 
     try:
+        workers = parse_workers(args.workers)
         if args.target:
             app = load_target(args.target, bus=args.bus)
         else:
             app = create_app([demo_agent(ServedDemoModel())], bus=args.bus)
         check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
+        check_workers(app, workers)
+        spec = WorkerSpec.parse(args.worker) if args.worker else None
     except ConfigurationError as exc:
         print(f"procession serve: {exc}", file=sys.stderr)
         return 2
+
+    def announce(urls: list[str], detail: str = "") -> None:
+        ids = ", ".join(app.agents)
+        print(
+            f"procession serve: {ids} on {' '.join(urls)} "
+            f"(auth {'on' if app.auth_required else 'off'}{detail}); "
+            f"POST /api/agents/{{agentId}}/stream, POST /api/chat; Ctrl-C stops",
+            flush=True,
+        )
+
+    if spec is not None:
+        trio.run(
+            serve_worker,
+            app,
+            spec,
+            lambda sock, task_status: serve(
+                app,
+                host=args.host,
+                insecure=args.insecure,
+                sock=sock,
+                task_status=task_status,
+            ),
+        )
+        return 0
+    if workers > 1:
+        try:
+            listener = bind_listener(args.host, args.port, backlog=1024)
+        except OSError as exc:
+            print(
+                f"procession serve: cannot listen on {args.host}:{args.port}: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+
+        def command(spec: WorkerSpec) -> list[str]:
+            argv = [sys.executable, "-m", "procession", "serve"]
+            argv += [args.target] if args.target else []
+            argv += ["--host", args.host, "--worker", str(spec)]
+            argv += ["--insecure"] if args.insecure else []
+            argv += ["--bus", args.bus] if args.bus else []
+            return argv
+
+        async def supervise() -> int:
+            async with trio.open_nursery() as nursery:
+                done: list[int] = []
+
+                async def run(task_status: trio.TaskStatus[list[int]]) -> None:
+                    done.append(
+                        await supervise_workers(
+                            listener, workers, command, task_status=task_status
+                        )
+                    )
+
+                pids = await nursery.start(run)
+                announce(
+                    [listener_url(listener)],
+                    f", {workers} workers: pids {' '.join(map(str, pids))}",
+                )
+            return done[0]
+
+        with listener:
+            return trio.run(supervise)
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
@@ -621,13 +709,7 @@ def _serve(args: argparse.Namespace) -> int:
                     task_status=task_status,
                 )
             )
-            ids = ", ".join(app.agents)
-            print(
-                f"procession serve: {ids} on {' '.join(urls)} "
-                f"(auth {'on' if app.auth_required else 'off'}); "
-                f"POST /api/agents/{{agentId}}/stream, POST /api/chat; Ctrl-C stops",
-                flush=True,
-            )
+            announce(urls)
 
     trio.run(run)
     return 0

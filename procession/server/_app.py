@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.resources
 import logging
+import os
 import re
 from collections.abc import (
     Awaitable,
@@ -113,6 +114,9 @@ class ProcessionApp:
         self.resume_grace_s = resume_grace_s
         self.tracer_provider = tracer_provider
         self.runs = RunRegistry(limit=max_concurrent_runs)
+        self.workers = 1
+        """How many worker processes serve this app (``serve_worker`` sets
+        it): each runs its own runs, under its own ``max_concurrent_runs``."""
         # Resume key (run:<runId>, chat:<chatId>) -> the id of the run this
         # process executes under it: a chat is stopped by its key.
         self._run_ids: dict[str, str] = {}
@@ -552,7 +556,7 @@ class ProcessionApp:
         run_id = req.params["run"]
         here = await self.cancel_here(run_id)
         if not here and not await self._cancel_elsewhere(f"run:{run_id}"):
-            raise HttpError(404, f"no run {run_id!r} is running")
+            raise HttpError(404, f"no run {run_id!r} is running{self._where()}")
         await send_json(req.send, 200, {"message": "Run cancelled", "runId": run_id})
 
     async def _stop_chat(self, req: _Request) -> None:
@@ -568,6 +572,16 @@ class ProcessionApp:
         if not stopped:
             stopped = await self._cancel_elsewhere(key)
         await send_json(req.send, 200, {"success": True, "stopped": stopped})
+
+    def _where(self) -> str:
+        """Why a run may be running all the same (in another worker)."""
+        if self.workers == 1 or self.bus is not None:
+            return ""
+        return (
+            f" in this worker (one of {self.workers}, pid {os.getpid()}); without "
+            f"a bus a run is cancelled only through the worker that runs it "
+            f"(serve with --bus to cancel across workers)"
+        )
 
     async def _cancel_elsewhere(self, key: str) -> bool:
         """Ask the bus to cancel the run under ``key`` on another replica;
