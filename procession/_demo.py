@@ -609,9 +609,13 @@ def _serve(args: argparse.Namespace) -> int:
     an address or a --workers it refuses. With ``--workers N`` > 1, this
     process supervises N workers (``procession.server._workers``)."""
     if args.worker:  # before the imports: a parent killed meanwhile ends it
-        from .server._workers import die_with_parent
+        from .server._workers import WorkerSpec, die_with_parent
 
-        die_with_parent()
+        try:
+            die_with_parent(WorkerSpec.parse(args.worker).parent_fd)
+        except ConfigurationError as exc:
+            print(f"procession serve: {exc}", file=sys.stderr)
+            return 2
     from .server import check_bind, create_app, load_target, serve
     from .server._workers import (
         WorkerSpec,

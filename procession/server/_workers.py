@@ -9,7 +9,10 @@ of them).
   streams, as one process does) and the parent exits once they have, within
   the graceful timeout + 1 s (a worker still there then is killed).
 * A worker whose parent died (even by ``kill -9``) sees its end of a pipe
-  close and exits within 1 s: its streams end, its runs are cancelled.
+  close and exits within 1 s: its streams end, its runs are cancelled (one
+  still starting exits at once). Not ``PR_SET_PDEATHSIG``: trio starts
+  processes from a worker thread, and that signal fires when the thread
+  that forked exits, which an idle thread cache's thread does.
 * Workers are not recycled: one that exits on its own stops the others, and
   the parent exits non-zero, naming it.
 * What lives in one process does not cross workers: the concurrent-runs
@@ -27,6 +30,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
@@ -256,6 +260,7 @@ async def serve_worker(
     Checkpoints."""
     app.workers = spec.count
     listener = socket.socket(fileno=spec.listen_fd)
+    _SERVING.set()
     async with trio.open_nursery() as nursery:
 
         async def parent_gone() -> None:
@@ -274,16 +279,23 @@ async def serve_worker(
         os.close(spec.ready_fd)
 
 
-def die_with_parent() -> None:
-    """Have the kernel send this process SIGTERM when its parent dies (Linux
-    ``PR_SET_PDEATHSIG``): covers a worker still starting when the parent is
-    killed, before it watches the parent's pipe. Nothing elsewhere."""
-    try:
-        import ctypes
+_SERVING = threading.Event()
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        return
-    if os.getppid() == 1:  # the parent died before prctl: go now
-        sys.exit(1)
+
+def die_with_parent(parent_fd: int) -> None:
+    """While this worker starts (imports, the app, binding its server), a
+    thread waits for the parent's pipe to close and, if the worker is not
+    serving yet, ends the process at once: a worker killed with its parent
+    mid-start does not linger. Once ``serve_worker`` watches the pipe itself
+    (ending the streams first), the thread leaves it to that."""
+
+    def watch() -> None:
+        try:
+            while os.read(parent_fd, 1):
+                pass
+        except OSError:
+            return
+        if not _SERVING.is_set():
+            os._exit(1)
+
+    threading.Thread(target=watch, name="parent watch", daemon=True).start()
