@@ -122,6 +122,7 @@ class Server:
     process: subprocess.Popen[str]
     port: int
     pids: list[int] = attrs.field(factory=list)
+    sizes: dict[int, int] = attrs.field(factory=dict)
 
     @property
     def url(self) -> str:
@@ -132,6 +133,12 @@ class Server:
 
     def rss(self) -> int:
         return rss_bytes(self.pids)
+
+    def answer_bytes(self, chunks: int) -> int:
+        """The bytes of one whole ``chunks``-delta answer, headers and all."""
+        if chunks not in self.sizes:
+            self.sizes[chunks] = len(_request(self.port, _body(chunks)))
+        return self.sizes[chunks]
 
 
 def _command(
@@ -163,12 +170,13 @@ def running(name: str, mastra: Any, warm: int) -> Iterator[Server]:
     block ends."""
     port = _free_port()
     argv, env, cwd = _command(name, port, mastra)
+    log = Path(tempfile.gettempdir()) / f"server_load-{name}.log"
     process = subprocess.Popen(
         argv,
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=log.open("w"),  # what a server said, if it failed
         text=True,
         start_new_session=True,
     )
@@ -197,9 +205,27 @@ def _body(chunks: int, pace_ms: float = 0.0) -> bytes:
     return json.dumps({"messages": f"chunks={chunks} pace={pace_ms:g}"}).encode()
 
 
+def _request(port: int, body: bytes) -> bytes:
+    """One whole answer (status line to the last chunk) on a connection of
+    its own."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(
+            f"POST {PATH} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
+            f"content-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        seen = b""
+        while not seen.endswith(b"0\r\n\r\n"):
+            data = s.recv(65536)
+            if not data:
+                break
+            seen += data
+        return seen
+
+
 def _warm(server: Server, requests: int) -> None:
     """A few requests before measuring (node's JIT, Python's caches)."""
-    body = _body(200)
     for attempt in range(100):  # node may print before it listens
         try:
             socket.create_connection(("127.0.0.1", server.port), timeout=30).close()
@@ -209,19 +235,7 @@ def _warm(server: Server, requests: int) -> None:
                 raise
             time.sleep(0.1)
     for _ in range(requests):
-        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
-            s.sendall(
-                f"POST {PATH} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
-                f"content-type: application/json\r\n"
-                f"content-length: {len(body)}\r\n\r\n".encode()
-                + body
-            )
-            seen = b""
-            while not seen.endswith(b"0\r\n\r\n"):
-                data = s.recv(65536)
-                if not data:
-                    break
-                seen = seen[-16:] + data
+        _request(server.port, _body(200))
 
 
 # --- load -------------------------------------------------------------------------
@@ -241,10 +255,23 @@ class Load:
     rss_after: int
 
 
+def settle(server: Server, limit_s: float = 30.0) -> None:
+    """Until the server is idle (under 5% of a core over 0.3 s): what the
+    last load left running (streams of clients that left) is not measured
+    as the next load's."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        before = server.cpu()
+        time.sleep(0.3)
+        if server.cpu() - before < 0.015:
+            return
+
+
 def load(server: Server, connections: int, seconds: float, chunks: int) -> Load:
     """``connections`` clients POSTing for ``chunks``-delta answers for
     ``seconds``: ``wrk -t1`` where it is installed, else this script's
     client."""
+    settle(server)
     if shutil.which("wrk") is not None:
         return wrk_load(server, connections, seconds, chunks)
     result = own_load(server, connections, seconds, chunks, 0.0)
@@ -284,7 +311,14 @@ def wrk_load(server: Server, connections: int, seconds: float, chunks: int) -> L
         os.unlink(script.name)
     cpu = server.cpu() - cpu0
     out = done.stdout
-    requests = int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
+    found = re.search(r"(\d+) requests in", out)
+    read = re.search(r"([\d.]+)([KMG]?B) read", out)
+    if found is None or read is None:
+        raise RuntimeError(f"wrk said: {out[-500:]!r} {done.stderr[-500:]!r}")
+    # What was read, in answers: the streams still open at the end count
+    # for what they delivered (1,000 slow answers may not finish in time).
+    scale = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}[read[2]]
+    requests = round(float(read[1]) * scale / server.answer_bytes(chunks))
     match = re.search(r"in ([\d.]+)(m?s)", out)
     elapsed = float(match[1]) / (1000 if match[2] == "ms" else 1) if match else seconds
     errors = sum(
@@ -305,6 +339,7 @@ def own_load(
     """This script's client, in another process: ``connections`` streams
     kept open for ``seconds``; for each delta the delay since the stream's
     previous one; the server's peak RSS meanwhile."""
+    settle(server)
     cpu0 = server.cpu()
     client = subprocess.Popen(
         [
@@ -348,6 +383,12 @@ async def _client(
     deadline = trio.current_time() + seconds
 
     async def one() -> None:
+        try:
+            await session()
+        except (OSError, trio.BrokenResourceError):
+            counts["errors"] += 1  # a reset connection: counted, not fatal
+
+    async def session() -> None:
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         async with stream:
             while trio.current_time() < deadline:
@@ -382,7 +423,7 @@ async def _client(
         for i in range(connections):
             nursery.start_soon(one)
             if i % 50 == 49:
-                await trio.sleep(0.01)  # ramp up
+                await trio.sleep(0.05)  # ramp up: the accept queue is finite
     elapsed = trio.current_time() - started
     gaps.sort()
 
@@ -426,53 +467,61 @@ def measure(args: argparse.Namespace, mastra: Any) -> dict[str, Row]:
         for name in order:
             row = rows[name]
             print(f"  round {round_ + 1}: {name}", file=sys.stderr, flush=True)
-            with running(name, mastra, 2 if args.quick else 20) as server:
-                for connections in args.connections:
-                    done = load(server, connections, args.seconds, args.chunks)
-                    chunks = done.requests * args.chunks
-                    row.add(f"a{connections}_chunks_s", chunks / done.seconds)
-                    row.add(
-                        f"a{connections}_us", done.cpu_s / chunks * 1e6 if chunks else 0
-                    )
-                    row.add(f"a{connections}_errors", done.errors)
-                    row.add(f"a{connections}_rss_mb", done.rss_after / 2**20)
-                if round_ == 0 and not args.quick and name in (names[0], "mastra"):
-                    for i in range(5):  # (d) RSS across runs at the largest load
-                        done = load(
-                            server, args.connections[-1], args.seconds, args.chunks
-                        )
-                        row.add(f"rss_run{i + 1}_mb", done.rss_after / 2**20)
-                done = load(server, args.connections[0], args.seconds, 1)
-                row.add("c_req_s", done.requests / done.seconds)
-                row.add(
-                    "c_us", done.cpu_s / done.requests * 1e6 if done.requests else 0
-                )
-                row.add("c_errors", done.errors)
-                idle = server.rss()
-                for streams in args.streams:
-                    result = own_load(
-                        server,
-                        streams,
-                        args.paced_seconds,
-                        args.paced_chunks,
-                        args.pace_ms,
-                    )
-                    chunks = result["chunks"]
-                    row.add(
-                        f"b{streams}_us",
-                        result["cpu_s"] / chunks * 1e6 if chunks else 0,
-                    )
-                    row.add(f"b{streams}_p50", result["gap_p50_ms"])
-                    row.add(f"b{streams}_p99", result["gap_p99_ms"])
-                    row.add(f"b{streams}_chunks_s", chunks / result["seconds"])
-                    row.add(f"b{streams}_errors", result["errors"])
-                    row.add(
-                        f"b{streams}_cpu_share", result["cpu_s"] / result["seconds"]
-                    )
-                    row.add(f"b{streams}_peak", result["peak"])
-                    if streams == args.streams[0]:
-                        row.add("d_kib", (result["rss_peak"] - idle) / 1024 / streams)
+            try:
+                _measure_row(args, names, round_, row, mastra)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                print(f"  {name} failed: {exc}", file=sys.stderr, flush=True)
+                row.add("failed", 1)
     return rows
+
+
+def _measure_row(
+    args: argparse.Namespace, names: list[str], round_: int, row: Row, mastra: Any
+) -> None:
+    """One round of every workload on the server ``row.name``."""
+    name = row.name
+    with running(name, mastra, 2 if args.quick else 20) as server:
+        for connections in args.connections:
+            done = load(server, connections, args.seconds, args.chunks)
+            chunks = done.requests * args.chunks
+            row.add(f"a{connections}_chunks_s", chunks / done.seconds)
+            row.add(f"a{connections}_us", done.cpu_s / chunks * 1e6 if chunks else 0)
+            row.add(f"a{connections}_errors", done.errors)
+            row.add(f"a{connections}_rss_mb", done.rss_after / 2**20)
+        if "-w" in name:  # N workers get N times the connections
+            wide = args.connections[0] * args.workers
+            done = load(server, wide, args.seconds, args.chunks)
+            row.add("wide_chunks_s", done.requests * args.chunks / done.seconds)
+        if round_ == 0 and not args.quick and name in (names[0], "mastra"):
+            for i in range(5):  # (d) RSS across runs at the largest load
+                done = load(server, args.connections[-1], args.seconds / 2, args.chunks)
+                row.add(f"rss_run{i + 1}_mb", done.rss_after / 2**20)
+        done = load(server, args.connections[0], args.seconds, 1)
+        row.add("c_req_s", done.requests / done.seconds)
+        row.add("c_us", done.cpu_s / done.requests * 1e6 if done.requests else 0)
+        row.add("c_errors", done.errors)
+        idle = server.rss()
+        for streams in args.streams:
+            result = own_load(
+                server,
+                streams,
+                args.paced_seconds,
+                args.paced_chunks,
+                args.pace_ms,
+            )
+            chunks = result["chunks"]
+            row.add(
+                f"b{streams}_us",
+                result["cpu_s"] / chunks * 1e6 if chunks else 0,
+            )
+            row.add(f"b{streams}_p50", result["gap_p50_ms"])
+            row.add(f"b{streams}_p99", result["gap_p99_ms"])
+            row.add(f"b{streams}_chunks_s", chunks / result["seconds"])
+            row.add(f"b{streams}_errors", result["errors"])
+            row.add(f"b{streams}_cpu_share", result["cpu_s"] / result["seconds"])
+            row.add(f"b{streams}_peak", result["peak"])
+            if streams == args.streams[0]:
+                row.add("d_kib", (result["rss_peak"] - idle) / 1024 / streams)
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -610,6 +659,15 @@ def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
         [("server", 28), ("KiB/stream", 11), ("RSS MB, runs 1-5", 24)],
         lines,
     )
+    wide = rows.get(f"procession-adaptive-w{args.workers}")
+    if wide is not None and wide.get("wide_chunks_s"):
+        c = args.connections[0]
+        one_worker = of("procession-adaptive", f"a{c}_chunks_s")
+        print(
+            f"\n--workers {args.workers} at {c * args.workers} connections: "
+            f"{_fmt(wide.get('wide_chunks_s'), ',.0f')} chunks/s, "
+            f"{_ratio(wide.get('wide_chunks_s'), one_worker)} --workers 1 at {c}"
+        )
     first = next(iter(rows.values()))
     key = f"a{args.connections[0]}_us"
     print(
@@ -631,7 +689,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Row]:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--chunks", type=int, default=200)
     parser.add_argument("--connections", default="50,1000")
-    parser.add_argument("--streams", default="1000,3000")
+    parser.add_argument("--streams", default="250,1000")
     parser.add_argument("--pace-ms", type=float, default=20.0)
     parser.add_argument("--paced-chunks", type=int, default=100)
     parser.add_argument("--paced-seconds", type=float, default=10.0)
