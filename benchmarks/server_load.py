@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -170,13 +170,13 @@ def running(name: str, mastra: Any, warm: int) -> Iterator[Server]:
     block ends."""
     port = _free_port()
     argv, env, cwd = _command(name, port, mastra)
-    log = Path(tempfile.gettempdir()) / f"server_load-{name}.log"
+    log = (Path(tempfile.gettempdir()) / f"server_load-{name}.log").open("w")
     process = subprocess.Popen(
         argv,
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=log.open("w"),  # what a server said, if it failed
+        stderr=log,  # what a server said, if it failed
         text=True,
         start_new_session=True,
     )
@@ -198,6 +198,7 @@ def running(name: str, mastra: Any, warm: int) -> Iterator[Server]:
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+        log.close()
 
 
 def _body(chunks: int, pace_ms: float = 0.0) -> bytes:
@@ -534,20 +535,16 @@ def _ratio(value: float | None, floor: float | None) -> str:
     return f"{value / floor:.1f}x"
 
 
-def _table(title: str, columns: list[tuple[str, int]], lines: list[list[str]]) -> None:
+Column = tuple[str, int, Callable[[Row], str]]
+
+
+def _table(title: str, rows: dict[str, Row], columns: list[Column]) -> None:
+    """A table: the server's name, then a cell per column."""
     print(f"\n{title}")
-    print(
-        "".join(
-            f"{name:<28}" if i == 0 else f"{name:>{w}}"
-            for i, (name, w) in enumerate(columns)
-        )
-    )
-    for line in lines:
+    print(f"{'server':<28}" + "".join(f"{name:>{w}}" for name, w, _ in columns))
+    for row in rows.values():
         print(
-            "".join(
-                f"{cell:<28}" if i == 0 else f"{cell:>{columns[i][1]}}"
-                for i, cell in enumerate(line)
-            )
+            f"{row.name:<28}" + "".join(f"{cell(row):>{w}}" for _, w, cell in columns)
         )
 
 
@@ -558,106 +555,74 @@ def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
         row = rows.get(name)
         return row.get(key) if row is not None else None
 
+    def value(key: str, spec: str, width: int, name: str) -> Column:
+        return (name, width, lambda row: _fmt(row.get(key), spec))
+
+    def versus(key: str, floor: str, name: str, width: int = 12) -> Column:
+        return (name, width, lambda row: _ratio(row.get(key), of(floor, key)))
+
+    def mastra_over(key: str) -> Column:
+        return ("Mastra/this", 12, lambda row: _ratio(of("mastra", key), row.get(key)))
+
     for c in args.connections:
-        lines = []
-        for row in rows.values():
-            us = row.get(f"a{c}_us")
-            lines.append(
-                [
-                    row.name,
-                    _fmt(row.get(f"a{c}_chunks_s"), ",.0f"),
-                    _fmt(us, ".1f"),
-                    _ratio(us, of("hypercorn-one", f"a{c}_us")),
-                    _ratio(us, of("hypercorn-batched", f"a{c}_us")),
-                    _ratio(of("mastra", f"a{c}_us"), us),
-                    _fmt(row.get(f"a{c}_rss_mb"), ".0f"),
-                    _fmt(row.get(f"a{c}_errors"), ".0f"),
-                ]
-            )
+        key = f"a{c}_us"
         _table(
             f"(a) unpaced {args.chunks}-delta answers, wrk -t1 -c{c}, "
             f"{args.seconds:g} s",
+            rows,
             [
-                ("server", 28),
-                ("chunks/s", 10),
-                ("µs CPU/chunk", 14),
-                ("vs one-send", 12),
-                ("vs batched", 11),
-                ("Mastra/this", 12),
-                ("RSS MB", 8),
-                ("errors", 7),
+                value(f"a{c}_chunks_s", ",.0f", 10, "chunks/s"),
+                value(key, ".1f", 14, "µs CPU/chunk"),
+                versus(key, "hypercorn-one", "vs one-send"),
+                versus(key, "hypercorn-batched", "vs batched", 11),
+                mastra_over(key),
+                value(f"a{c}_rss_mb", ".0f", 8, "RSS MB"),
+                value(f"a{c}_errors", ".0f", 7, "errors"),
             ],
-            lines,
         )
     for n in args.streams:
-        lines = []
-        for row in rows.values():
-            us = row.get(f"b{n}_us")
-            lines.append(
-                [
-                    row.name,
-                    _fmt(row.get(f"b{n}_chunks_s"), ",.0f"),
-                    _fmt(us, ".1f"),
-                    _ratio(us, of("hypercorn-one", f"b{n}_us")),
-                    _ratio(of("mastra", f"b{n}_us"), us),
-                    _fmt(row.get(f"b{n}_p50"), ".1f"),
-                    _fmt(row.get(f"b{n}_p99"), ".1f"),
-                    _fmt(row.get(f"b{n}_cpu_share"), ".2f"),
-                    _fmt(row.get(f"b{n}_peak"), ".0f"),
-                    _fmt(row.get(f"b{n}_errors"), ".0f"),
-                ]
-            )
+        key = f"b{n}_us"
         _table(
             f"(b) paced: a delta every {args.pace_ms:g} ms, {n} live streams, "
             f"{args.paced_seconds:g} s",
+            rows,
             [
-                ("server", 28),
-                ("chunks/s", 10),
-                ("µs CPU/chunk", 14),
-                ("vs one-send", 12),
-                ("Mastra/this", 12),
-                ("gap p50", 9),
-                ("p99 ms", 8),
-                ("CPU share", 10),
-                ("open", 7),
-                ("errors", 7),
+                value(f"b{n}_chunks_s", ",.0f", 10, "chunks/s"),
+                value(key, ".1f", 14, "µs CPU/chunk"),
+                versus(key, "hypercorn-one", "vs one-send"),
+                mastra_over(key),
+                value(f"b{n}_p50", ".1f", 9, "gap p50"),
+                value(f"b{n}_p99", ".1f", 8, "p99 ms"),
+                value(f"b{n}_cpu_share", ".2f", 10, "CPU share"),
+                value(f"b{n}_peak", ".0f", 7, "open"),
+                value(f"b{n}_errors", ".0f", 7, "errors"),
             ],
-            lines,
         )
-    lines = []
-    for row in rows.values():
+
+    def over_floor(row: Row) -> str:
         us, floor = row.get("c_us"), of("hypercorn-one", "c_us")
-        extra = f"{us - floor:+.0f}" if us is not None and floor is not None else "—"
-        lines.append(
-            [
-                row.name,
-                _fmt(row.get("c_req_s"), ",.0f"),
-                _fmt(us, ".0f"),
-                extra,
-                _fmt(row.get("c_errors"), ".0f"),
-            ]
-        )
+        return f"{us - floor:+.0f}" if us is not None and floor is not None else "—"
+
     _table(
         f"(c) one-chunk answers, wrk -t1 -c{args.connections[0]}, {args.seconds:g} s",
+        rows,
         [
-            ("server", 28),
-            ("req/s", 10),
-            ("µs CPU/req", 12),
-            ("minus one-send", 16),
-            ("errors", 7),
+            value("c_req_s", ",.0f", 10, "req/s"),
+            value("c_us", ".0f", 12, "µs CPU/req"),
+            ("minus one-send", 16, over_floor),
+            value("c_errors", ".0f", 7, "errors"),
         ],
-        lines,
     )
-    lines = []
-    for row in rows.values():
-        runs = [row.get(f"rss_run{i}_mb") for i in range(1, 6)]
-        shown = " ".join(_fmt(r, ".0f") for r in runs) if runs[0] is not None else "—"
-        lines.append([row.name, _fmt(row.get("d_kib"), ".1f"), shown])
+
+    def runs(row: Row) -> str:
+        found = [row.get(f"rss_run{i}_mb") for i in range(1, 6)]
+        return " ".join(_fmt(r, ".0f") for r in found) if found[0] is not None else "—"
+
     _table(
         f"(d) memory: RSS per open paced stream ({args.streams[0]} streams); RSS MB "
         f"after each of 5 runs at {args.connections[-1]} connections",
-        [("server", 28), ("KiB/stream", 11), ("RSS MB, runs 1-5", 24)],
-        lines,
+        rows,
+        [value("d_kib", ".1f", 11, "KiB/stream"), ("RSS MB, runs 1-5", 24, runs)],
     )
     wide = rows.get(f"procession-adaptive-w{args.workers}")
     if wide is not None and wide.get("wide_chunks_s"):

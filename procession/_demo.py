@@ -607,27 +607,24 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     """``procession serve``: runs until SIGINT / SIGTERM; 2 for a target,
     an address or a --workers it refuses. With ``--workers N`` > 1, this
-    process supervises N workers (``procession.server._workers``)."""
-    if args.worker:  # before the imports: a parent killed meanwhile ends it
-        from .server._workers import WorkerSpec, die_with_parent
-
-        try:
-            die_with_parent(WorkerSpec.parse(args.worker).parent_fd)
-        except ConfigurationError as exc:
-            print(f"procession serve: {exc}", file=sys.stderr)
-            return 2
-    from .server import check_bind, create_app, load_target, serve
-    from .server._workers import (
+    process supervises N workers (``procession.server.serve_workers``), each
+    this command again with ``--worker``."""
+    from .server import (
         WorkerSpec,
-        bind_listener,
+        check_bind,
         check_workers,
-        listener_url,
+        create_app,
+        load_target,
         parse_workers,
+        serve,
         serve_worker,
-        supervise_workers,
+        serve_workers,
     )
 
     try:
+        spec = WorkerSpec.parse(args.worker) if args.worker else None
+        if spec is not None:
+            spec.watch_parent()  # before the app loads: a dead parent ends it
         workers = parse_workers(args.workers)
         if args.target:
             app = load_target(args.target, bus=args.bus)
@@ -635,7 +632,6 @@ def _serve(args: argparse.Namespace) -> int:
             app = create_app([demo_agent(ServedDemoModel())], bus=args.bus)
         check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
         check_workers(app, workers)
-        spec = WorkerSpec.parse(args.worker) if args.worker else None
     except ConfigurationError as exc:
         print(f"procession serve: {exc}", file=sys.stderr)
         return 2
@@ -650,7 +646,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
 
     if spec is not None:
-        trio.run(
+        orphaned = trio.run(
             serve_worker,
             app,
             spec,
@@ -662,16 +658,12 @@ def _serve(args: argparse.Namespace) -> int:
                 task_status=task_status,
             ),
         )
+        if orphaned:  # nobody waits for this process: no teardown
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         return 0
     if workers > 1:
-        try:
-            listener = bind_listener(args.host, args.port, backlog=1024)
-        except OSError as exc:
-            print(
-                f"procession serve: cannot listen on {args.host}:{args.port}: {exc}",
-                file=sys.stderr,
-            )
-            return 2
 
         def command(spec: WorkerSpec) -> list[str]:
             argv = [sys.executable, "-m", "procession", "serve"]
@@ -681,26 +673,22 @@ def _serve(args: argparse.Namespace) -> int:
             argv += ["--bus", args.bus] if args.bus else []
             return argv
 
-        async def supervise() -> int:
-            async with trio.open_nursery() as nursery:
-                done: list[int] = []
-
-                async def run(task_status: trio.TaskStatus[list[int]]) -> None:
-                    done.append(
-                        await supervise_workers(
-                            listener, workers, command, task_status=task_status
-                        )
-                    )
-
-                pids = await nursery.start(run)
-                announce(
-                    [listener_url(listener)],
-                    f", {workers} workers: pids {' '.join(map(str, pids))}",
-                )
-            return done[0]
-
-        with listener:
-            return trio.run(supervise)
+        try:
+            return serve_workers(
+                args.host,
+                args.port,
+                workers,
+                command,
+                lambda url, pids: announce(
+                    [url], f", {workers} workers: pids {' '.join(map(str, pids))}"
+                ),
+            )
+        except OSError as exc:
+            print(
+                f"procession serve: cannot listen on {args.host}:{args.port}: {exc}",
+                file=sys.stderr,
+            )
+            return 2
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:

@@ -19,6 +19,7 @@ __all__ = [
     "error_frame",
     "generate_body",
     "mastra_frame",
+    "plain_delta",
     "usage_wire",
 ]
 
@@ -38,6 +39,22 @@ def mastra_frame(chunk: Chunk, run_id: str) -> bytes:
         wire.setdefault("runId", run_id)
         wire.setdefault("from", "AGENT")
     return b"data: " + dumps(wire) + b"\n\n"
+
+
+def plain_delta(chunk: Chunk) -> TextDeltaChunk | None:
+    """``chunk`` if it is a plain text delta (exactly the class, its payload
+    with no provider metadata and no unknown keys), the chunk the per-run
+    encoders write from its strings; else None."""
+    if type(chunk) is not TextDeltaChunk:
+        return None
+    payload = chunk.payload
+    if (
+        type(payload) is TextDeltaPayload
+        and payload.provider_metadata is None
+        and not payload.extra
+    ):
+        return chunk
+    return None
 
 
 class MastraFrames:
@@ -62,24 +79,22 @@ class MastraFrames:
         self._run_tail = b'},"runId":' + run + b"}\n\n"
 
     def __call__(self, chunk: Chunk) -> bytes:
-        if chunk.__class__ is TextDeltaChunk:
-            payload = chunk.payload
-            if (
-                payload.__class__ is TextDeltaPayload
-                and payload.provider_metadata is None
-                and not payload.extra
-                and chunk.from_ == "AGENT"
-                and chunk.metadata is None
-                and not chunk.extra
-            ):
-                body = (
-                    json_string(payload.id) + ',"text":' + json_string(payload.text)
-                ).encode()
-                run_id = chunk.run_id
-                if run_id == self.run_id:
-                    return self._head + body + b"}}\n\n"
-                if run_id is None:
-                    return self._bare_head + body + self._run_tail
+        delta = plain_delta(chunk)
+        if (
+            delta is not None
+            and delta.from_ == "AGENT"
+            and delta.metadata is None
+            and not delta.extra
+        ):
+            payload = delta.payload
+            body = (
+                json_string(payload.id) + ',"text":' + json_string(payload.text)
+            ).encode()
+            run_id = delta.run_id
+            if run_id == self.run_id:
+                return self._head + body + b"}}\n\n"
+            if run_id is None:
+                return self._bare_head + body + self._run_tail
         return mastra_frame(chunk, self.run_id)
 
 

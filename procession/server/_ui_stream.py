@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ..chunks import Chunk, TextDeltaChunk, TextDeltaPayload, to_wire
+from ..chunks import Chunk, to_wire
 from ._http import dumps, json_string
+from ._mastra import plain_delta
 
 __all__ = [
     "UI_STREAM_HEADERS",
@@ -226,18 +227,13 @@ def ui_frames(chunk: Chunk) -> bytes:
     plain text delta (no provider metadata, nothing extra) is written
     straight from its two strings; the bytes are always those of
     ``ui_frame`` over ``ui_chunks`` (a property test holds them equal)."""
-    if chunk.__class__ is TextDeltaChunk:
-        payload = chunk.payload
-        if (
-            payload.__class__ is TextDeltaPayload
-            and payload.provider_metadata is None
-            and not payload.extra
-        ):
-            return (
-                'data: {"type":"text-delta","id":'
-                + json_string(payload.id)
-                + ',"delta":'
-                + json_string(payload.text)
-                + "}\n\n"
-            ).encode()
+    delta = plain_delta(chunk)
+    if delta is not None:
+        return (
+            'data: {"type":"text-delta","id":'
+            + json_string(delta.payload.id)
+            + ',"delta":'
+            + json_string(delta.payload.text)
+            + "}\n\n"
+        ).encode()
     return b"".join([ui_frame(c) for c in ui_chunks(chunk)])

@@ -46,8 +46,10 @@ __all__ = [
     "bind_listener",
     "check_workers",
     "die_with_parent",
+    "listener_url",
     "parse_workers",
     "serve_worker",
+    "serve_workers",
     "supervise_workers",
 ]
 
@@ -103,6 +105,10 @@ class WorkerSpec:
             f"{self.ready_fd}"
         )
 
+    def watch_parent(self) -> None:
+        """Call first thing in the worker: see ``die_with_parent``."""
+        die_with_parent(self.parent_fd)
+
     @classmethod
     def parse(cls, text: str) -> WorkerSpec:
         """The spec ``str(spec)`` wrote; ``ConfigurationError`` otherwise."""
@@ -139,6 +145,45 @@ def listener_url(sock: socket.socket) -> str:
     """``http://host:port`` of a bound socket."""
     host, port = sock.getsockname()[:2]
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve_workers(
+    host: str,
+    port: int,
+    workers: int,
+    command: Callable[[WorkerSpec], Sequence[str]],
+    announce: Callable[[str, list[int]], None],
+    *,
+    backlog: int = 1024,
+    graceful_timeout_s: float = 5.0,
+) -> int:
+    """Be the parent of ``--workers N``: bind ``host:port``, run the workers
+    (``command(spec)`` each), call ``announce(url, pids)`` once every worker
+    serves, and supervise them until a signal or a worker's exit (see the
+    module docstring). Blocks (its own ``trio.run``); returns the process's
+    exit status. ``OSError`` if the address cannot be bound."""
+    listener = bind_listener(host, port, backlog)
+
+    async def supervise() -> int:
+        async with trio.open_nursery() as nursery:
+            status: list[int] = []
+
+            async def run(task_status: trio.TaskStatus[list[int]]) -> None:
+                status.append(
+                    await supervise_workers(
+                        listener,
+                        workers,
+                        command,
+                        graceful_timeout_s=graceful_timeout_s,
+                        task_status=task_status,
+                    )
+                )
+
+            announce(listener_url(listener), await nursery.start(run))
+        return status[0]
+
+    with listener:
+        return trio.run(supervise)
 
 
 async def supervise_workers(
@@ -185,19 +230,27 @@ async def supervise_workers(
                 os.close(fd)
 
 
+def _watch_exits(
+    nursery: trio.Nursery, processes: list[trio.Process], exited: list[trio.Process]
+) -> None:
+    """A task per worker in ``nursery``: when it exits, it goes in ``exited``
+    and the nursery is cancelled."""
+
+    async def watch(process: trio.Process) -> None:
+        await process.wait()
+        exited.append(process)
+        nursery.cancel_scope.cancel()
+
+    for process in processes:
+        nursery.start_soon(watch, process)
+
+
 async def _all_ready(processes: list[trio.Process], ready_r: int) -> bool:
     """Until every worker wrote its byte (True) or one exited first."""
     ready = trio.lowlevel.FdStream(os.dup(ready_r))
+    exited: list[trio.Process] = []
     async with ready, trio.open_nursery() as nursery:
-        exited: list[trio.Process] = []
-
-        async def watch(process: trio.Process) -> None:
-            await process.wait()
-            exited.append(process)
-            nursery.cancel_scope.cancel()
-
-        for process in processes:
-            nursery.start_soon(watch, process)
+        _watch_exits(nursery, processes, exited)
         seen = 0
         while seen < len(processes):
             data = await ready.receive_some(len(processes) - seen)
@@ -216,14 +269,7 @@ async def _until_stopped(
     timeout + 0.5 s); the parent's exit status."""
     exited: list[trio.Process] = []
     async with trio.open_nursery() as nursery:
-
-        async def watch(process: trio.Process) -> None:
-            await process.wait()
-            exited.append(process)
-            nursery.cancel_scope.cancel()
-
-        for process in processes:
-            nursery.start_soon(watch, process)
+        _watch_exits(nursery, processes, exited)
         if signalled:
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _signal in signals:
@@ -252,19 +298,22 @@ async def serve_worker(
     app: ProcessionApp,
     spec: WorkerSpec,
     serve_on: Callable[[socket.socket, trio.TaskStatus[object]], Awaitable[None]],
-) -> None:
+) -> bool:
     """Be worker ``spec``: ``serve_on(listener, task_status)`` (an ``await
     serve(app, sock=listener, task_status=...)``) until it returns, telling
     the parent once it serves; when the parent's pipe closes (the parent
-    died), end the streams and stop within ``PARENT_GONE_EXIT_S``.
-    Checkpoints."""
+    died), end the streams and stop within ``PARENT_GONE_EXIT_S``; True
+    then (the caller should exit at once: ``os._exit``, skipping the
+    interpreter's teardown, ~0.5 s on a loaded machine). Checkpoints."""
     app.workers = spec.count
     listener = socket.socket(fileno=spec.listen_fd)
     _SERVING.set()
+    orphaned: list[bool] = []
     async with trio.open_nursery() as nursery:
 
         async def parent_gone() -> None:
             await trio.lowlevel.wait_readable(spec.parent_fd)
+            orphaned.append(True)
             logger.warning("worker %d: the parent process is gone", spec.index)
             app.begin_shutdown()
             nursery.cancel_scope.deadline = trio.current_time() + PARENT_GONE_EXIT_S
@@ -277,6 +326,7 @@ async def serve_worker(
         await nursery.start(serving)
         os.write(spec.ready_fd, b"r")
         os.close(spec.ready_fd)
+    return bool(orphaned)
 
 
 _SERVING = threading.Event()

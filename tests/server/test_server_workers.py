@@ -175,7 +175,7 @@ async def _answer(base: str, body: dict[str, Any]) -> str:
 
 async def test_two_workers_each_serve_streams_without_a_bus(workers: _Server) -> None:
     seen: set[int] = set()
-    for _ in range(40):
+    for _ in range(100):
         answer = await _answer(workers.base, _body("hi"))
         match = PID.search(answer)
         assert match is not None, answer
