@@ -1,258 +1,689 @@
-"""Load on the server, loopback only: N concurrent SSE clients, each streaming
-a 200-chunk answer through 5 pass-through processors on the scripted model,
-over hypercorn's trio worker; then the same with 20% of the clients leaving
-at random points; then the same runs through the library without HTTP (the
-ratio is the server's cost). Not part of the test suite (a smoke test runs
-``--quick``); bounded in count and time.
+"""Load on the HTTP server, side by side in one run: ``procession serve`` (each
+execution mode, 1 and N workers), Mastra 1.71's own server (``@mastra/deployer``
+``createNodeServer``, node 22) and the floors (``_floors.py``: a bare hypercorn
+trio app sending the same SSE bytes one ``send`` per frame and 16 frames per
+``send``, and a raw trio socket server, one ``send_all`` per frame). Every
+server runs in its own process(es); the load comes from another process:
+``wrk`` (Debian's package) where it is installed, else this script's own
+client; the paced workload always uses this script's client (it measures the
+delay between chunks). Server CPU is read from ``/proc/<pid>/stat`` (the
+server's processes summed), memory from ``/proc/<pid>/status`` (VmRSS).
+Loopback only; every run is bounded in time.
 
-    python benchmarks/server_load.py               # 1,000 clients x 200 chunks
-    python benchmarks/server_load.py --clients 200
-    python benchmarks/server_load.py --quick       # tiny, to check it runs
+Workloads (the agent: 5 async pass-through output processors on a scripted
+model, ``_served.py``; Mastra's the same, ``mastra/server.mjs``):
 
-Prints total chunks/s (text deltas delivered, over the time after the
-model's initial hold), time to first byte p50/p99 (the response's first
-bytes; in the library, the first chunk), memory per open stream (what is
-allocated while every stream is open, traced with tracemalloc, divided by
-the streams; both ends of each connection are in this process), errors, and for the
-disconnect round how many clients left and how many runs were cancelled
-(a run the server had already written whole into the socket buffers when
-its client left ends normally; ``--pace-ms`` rules that out).
+* (a) unpaced 200-delta answers at 50 and 1,000 connections: chunks/s and
+  server CPU per chunk;
+* (b) a paced model (a delta every 20 ms) with many live streams: server CPU
+  per chunk, p50/p99 delay between chunks at the client;
+* (c) one-chunk answers (``"ok"``): requests/s, server CPU per request;
+* (d) memory: server RSS per open (paced) stream, and RSS after each of 5
+  runs at 1,000 connections.
+
+    python benchmarks/server_load.py                 # the table (~10 min)
+    python benchmarks/server_load.py --quick         # tiny, to check it runs
+    python benchmarks/server_load.py --rows procession-adaptive,hypercorn-one
+
+Prints one table per workload with each row's ratio to the floors measured
+in the same run, then ``summary:``.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import json
+import os
+import re
+import shutil
+import signal
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-import tracemalloc
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from procession import Agent
-from procession.chunks import TextDeltaChunk, TextDeltaPayload
-from procession.server import create_app, serve
-from procession.testing import Delay, PassThrough, ScriptedModel
+# Run as a script, only benchmarks/ is on sys.path: add the repository root
+# (ruff allows imports after a sys.path change).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-HOLD_S = 1.0  # every stream waits this long before its first delta: all open
+from benchmarks._mastra import Mastra, find_mastra
 
-
-@attrs.frozen
-class Row:
-    setup: str
-    clients: int
-    chunks: int
-    seconds: float
-    ttfb_p50_ms: float
-    ttfb_p99_ms: float
-    kib_per_stream: float
-    errors: int
-    cancelled: int = 0
-    reserved_after: int = 0
-    left: int = 0
-
-    @property
-    def chunks_per_s(self) -> float:
-        return self.chunks / self.seconds if self.seconds else 0.0
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TICK = os.sysconf("SC_CLK_TCK")
+MODES = ("adaptive", "fused", "actors")
+FLOORS = ("hypercorn-one", "hypercorn-batched", "raw-trio")
+PATH = "/api/agents/load/stream"
 
 
-def _turn(chunks: int, pace_s: float) -> list[Any]:
-    items: list[Any] = [Delay(HOLD_S)]
-    for i in range(chunks):
-        if pace_s:
-            items.append(Delay(pace_s))
-        items.append(TextDeltaChunk(payload=TextDeltaPayload(id="t", text=f"w{i} ")))
-    return items
+# --- servers ----------------------------------------------------------------------
 
 
-def _agent(
-    clients: int, chunks: int, pace_s: float = 0.0
-) -> tuple[Agent, ScriptedModel]:
-    model = ScriptedModel([_turn(chunks, pace_s) for _ in range(clients)])
-    agent = Agent(
-        id="load",
-        model=model,
-        output_processors=[PassThrough(i) for i in range(5)],
-    )
-    return agent, model
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    out = [pid]
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return out
+    for task in tasks:
+        try:
+            children = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+        except FileNotFoundError:
+            continue
+        for child in children:
+            out += _tree(int(child))
+    return out
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU of ``pids`` so far, in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICK
+
+
+def rss_bytes(pids: Sequence[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            continue
+        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        total += int(match[1]) * 1024 if match else 0
+    return total
 
 
 @attrs.define
-class _Client:
-    ttfb: float | None = None
-    chunks: int = 0
-    error: str | None = None
-    left_at: int | None = None  # leave after this many deltas
+class Server:
+    name: str
+    process: subprocess.Popen[str]
+    port: int
+    pids: list[int] = attrs.field(factory=list)
+    sizes: dict[int, int] = attrs.field(factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{PATH}"
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.pids)
+
+    def rss(self) -> int:
+        return rss_bytes(self.pids)
+
+    def answer_bytes(self, chunks: int) -> int:
+        """The bytes of one whole ``chunks``-delta answer, headers and all."""
+        if chunks not in self.sizes:
+            self.sizes[chunks] = len(_request(self.port, _body(chunks)))
+        return self.sizes[chunks]
 
 
-async def _one_client(host: str, port: int, state: _Client, started: float) -> None:
-    body = b'{"messages": "Hi"}'
+def _command(
+    name: str, port: int, mastra: Any
+) -> tuple[list[str], dict[str, str], Path | None]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if name.startswith("procession-"):
+        mode, _, workers = name.removeprefix("procession-").partition("-w")
+        env["BENCH_MODE"] = mode
+        argv = [
+            sys.executable,
+            "-m",
+            "procession",
+            "serve",
+            "benchmarks/_served.py:app",
+        ]
+        argv += ["--port", str(port), "--workers", workers or "1"]
+        return argv, env, ROOT
+    if name in FLOORS:
+        argv = [sys.executable, str(HERE / "_floors.py"), name, "--port", str(port)]
+        return argv, env, ROOT
+    params = {"port": port}
+    return [str(mastra.node), "server.mjs", json.dumps(params)], env, mastra.root
+
+
+@contextmanager
+def running(name: str, mastra: Any, warm: int) -> Iterator[Server]:
+    """The server ``name``, warmed up with ``warm`` requests, until the
+    block ends."""
+    port = _free_port()
+    argv, env, cwd = _command(name, port, mastra)
+    log = (Path(tempfile.gettempdir()) / f"server_load-{name}.log").open("w")
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log,  # what a server said, if it failed
+        text=True,
+        start_new_session=True,
+    )
     try:
-        stream = await trio.open_tcp_stream(host, port)
-    except OSError as exc:
-        state.error = repr(exc)
-        return
-    async with stream:
-        await stream.send_all(
-            b"POST /api/agents/load/stream HTTP/1.1\r\nhost: x\r\n"
-            b"content-type: application/json\r\n"
-            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith(("ready", "procession serve:")):
+            raise RuntimeError(f"{name} did not start: {line!r}")
+        server = Server(name, process, port)
+        server.pids = _tree(process.pid)
+        _warm(server, warm)
+        yield server
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+        log.close()
+
+
+def _body(chunks: int, pace_ms: float = 0.0) -> bytes:
+    """A request for ``chunks`` deltas, ``pace_ms`` before each."""
+    return json.dumps({"messages": f"chunks={chunks} pace={pace_ms:g}"}).encode()
+
+
+def _request(port: int, body: bytes) -> bytes:
+    """One whole answer (status line to the last chunk) on a connection of
+    its own."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(
+            f"POST {PATH} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
+            f"content-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
         )
         seen = b""
-        while True:
-            data = await stream.receive_some(65536)
+        while not seen.endswith(b"0\r\n\r\n"):
+            data = s.recv(65536)
             if not data:
-                if b"[DONE]" not in seen:
-                    state.error = "closed before [DONE]"
-                return
-            if state.ttfb is None:
-                state.ttfb = time.perf_counter() - started
-            seen = seen[-16:] + data
-            state.chunks += data.count(b'"text-delta"')
-            if state.left_at is not None and state.chunks >= state.left_at:
-                return  # leaving: the connection closes
-            if b"data: [DONE]" in seen:
-                return
+                break
+            seen += data
+        return seen
 
 
-async def _over_http(
-    clients: int, chunks: int, leaving: float, seed: int, pace_s: float
-) -> Row:
-    agent, model = _agent(clients, chunks, pace_s)
-    app = create_app([agent], max_concurrent_runs=clients + 10, keepalive_s=0)
-    rng = random.Random(seed)
-    states = [_Client() for _ in range(clients)]
-    for state in states:
-        if rng.random() < leaving:
-            state.left_at = rng.randrange(1, chunks)
-    stop = trio.Event()
-    held = 0
-    async with trio.open_nursery() as nursery:
-        urls = await nursery.start(
-            lambda task_status: serve(
-                app,
-                port=0,
-                shutdown_trigger=stop.wait,
-                task_status=task_status,
-                backlog=max(2048, clients * 2),
-            )
+def _warm(server: Server, requests: int) -> None:
+    """A few requests before measuring (node's JIT, Python's caches)."""
+    for attempt in range(100):  # node may print before it listens
+        try:
+            socket.create_connection(("127.0.0.1", server.port), timeout=30).close()
+            break
+        except ConnectionRefusedError:
+            if attempt == 99:
+                raise
+            time.sleep(0.1)
+    for _ in range(requests):
+        _request(server.port, _body(200))
+
+
+# --- load -------------------------------------------------------------------------
+
+_LUA = """wrk.method = "POST"
+wrk.body = '%s'
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+@attrs.frozen
+class Load:
+    requests: int
+    seconds: float
+    cpu_s: float
+    errors: int
+    rss_after: int
+
+
+def settle(server: Server, limit_s: float = 30.0) -> None:
+    """Until the server is idle (under 5% of a core over 0.3 s): what the
+    last load left running (streams of clients that left) is not measured
+    as the next load's."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        before = server.cpu()
+        time.sleep(0.3)
+        if server.cpu() - before < 0.015:
+            return
+
+
+def load(server: Server, connections: int, seconds: float, chunks: int) -> Load:
+    """``connections`` clients POSTing for ``chunks``-delta answers for
+    ``seconds``: ``wrk -t1`` where it is installed, else this script's
+    client."""
+    settle(server)
+    if shutil.which("wrk") is not None:
+        return wrk_load(server, connections, seconds, chunks)
+    result = own_load(server, connections, seconds, chunks, 0.0)
+    return Load(
+        result["requests"],
+        result["seconds"],
+        result["cpu_s"],
+        result["errors"],
+        result["rss"],
+    )
+
+
+def wrk_load(server: Server, connections: int, seconds: float, chunks: int) -> Load:
+    """``wrk -t1`` POSTing to the stream route; the requests completed."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(_LUA % _body(chunks).decode())
+    cpu0 = server.cpu()
+    try:
+        done = subprocess.run(
+            [
+                "wrk",
+                "-t1",
+                f"-c{connections}",
+                f"-d{seconds:g}s",
+                "--timeout",
+                "30s",
+                "-s",
+                script.name,
+                server.url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 60,
+            check=False,
         )
-        host, port = urls[0].removeprefix("http://").rsplit(":", 1)
-        started = time.perf_counter()
-        # Traced only while the streams open (it slows everything): what is
-        # still allocated mid-hold, when every stream is open and none has a
-        # delta yet, is what the open streams hold (server and clients).
-        tracemalloc.start()
-        with trio.fail_after(120 + clients / 10):
-            async with trio.open_nursery() as load:
-                for state in states:
-                    load.start_soon(_one_client, host, int(port), state, started)
-                await trio.sleep(HOLD_S * 0.8)
-                held = tracemalloc.get_traced_memory()[0]
-                tracemalloc.stop()
-        seconds = time.perf_counter() - started - HOLD_S
-        # The server notices each departure: wait for the runs to settle.
-        with trio.move_on_after(10):
-            while app.runs.reserved:  # noqa: ASYNC110 - no event for this
-                await trio.sleep(0.05)
-        stop.set()
-    cancelled = sum(1 for call in model.calls if call.closed_early)
-    ttfbs = [s.ttfb for s in states if s.ttfb is not None]
-    row = Row(
-        setup="http, 20% leave" if leaving else "http",
-        clients=clients,
-        chunks=sum(s.chunks for s in states),
-        seconds=seconds,
-        ttfb_p50_ms=statistics.median(ttfbs) * 1000 if ttfbs else 0.0,
-        ttfb_p99_ms=_percentile(ttfbs, 0.99) * 1000,
-        kib_per_stream=held / 1024 / clients,
-        errors=sum(1 for s in states if s.error is not None and s.left_at is None),
-        cancelled=cancelled,
-        reserved_after=app.runs.reserved,
-        left=sum(1 for s in states if s.left_at is not None),
+    finally:
+        os.unlink(script.name)
+    cpu = server.cpu() - cpu0
+    out = done.stdout
+    found = re.search(r"(\d+) requests in", out)
+    read = re.search(r"([\d.]+)([KMG]?B) read", out)
+    if found is None or read is None:
+        raise RuntimeError(f"wrk said: {out[-500:]!r} {done.stderr[-500:]!r}")
+    # What was read, in answers: the streams still open at the end count
+    # for what they delivered (1,000 slow answers may not finish in time).
+    scale = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}[read[2]]
+    requests = round(float(read[1]) * scale / server.answer_bytes(chunks))
+    match = re.search(r"in ([\d.]+)(m?s)", out)
+    elapsed = float(match[1]) / (1000 if match[2] == "ms" else 1) if match else seconds
+    errors = sum(
+        int(n)
+        for n in re.findall(r"(?:Non-2xx or 3xx responses|errors: .*?): (\d+)", out)
     )
-    return row
+    socket_errors = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out
+    )
+    if socket_errors:
+        errors += sum(int(n) for n in socket_errors.groups())
+    return Load(requests, elapsed, cpu, errors, server.rss())
 
 
-async def _in_library(clients: int, chunks: int, pace_s: float) -> Row:
-    agent, _model = _agent(clients, chunks, pace_s)
-    counts = [0] * clients
-    firsts: list[float] = []
-    started = time.perf_counter()
+def own_load(
+    server: Server, connections: int, seconds: float, chunks: int, pace_ms: float
+) -> dict[str, Any]:
+    """This script's client, in another process: ``connections`` streams
+    kept open for ``seconds``; for each delta the delay since the stream's
+    previous one; the server's peak RSS meanwhile."""
+    settle(server)
+    cpu0 = server.cpu()
+    client = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--client",
+            str(server.port),
+            str(connections),
+            str(seconds),
+            _body(chunks, pace_ms).decode(),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    peak = 0
+    while client.poll() is None:  # the server's RSS while the streams are open
+        peak = max(peak, server.rss())
+        time.sleep(0.1)
+    assert client.stdout is not None
+    out = client.stdout.read()
+    client.stdout.close()
+    if client.returncode != 0:
+        raise RuntimeError(f"the load client failed ({client.returncode})")
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    result["cpu_s"] = server.cpu() - cpu0
+    result["rss"] = server.rss()
+    result["rss_peak"] = peak
+    return result
 
-    async def one(index: int) -> None:
-        async with agent.stream("Hi") as stream:
-            first = True
-            async for chunk in stream:
-                if first:
-                    firsts.append(time.perf_counter() - started)
-                    first = False
-                if isinstance(chunk, TextDeltaChunk):
-                    counts[index] += 1
 
+async def _client(
+    port: int, connections: int, seconds: float, body: bytes
+) -> dict[str, Any]:
+    request = (
+        f"POST {PATH} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    gaps: list[float] = []
+    counts = {"chunks": 0, "requests": 0, "errors": 0, "open": 0, "peak": 0}
+    deadline = trio.current_time() + seconds
+
+    async def one() -> None:
+        try:
+            await session()
+        except (OSError, trio.BrokenResourceError):
+            counts["errors"] += 1  # a reset connection: counted, not fatal
+
+    async def session() -> None:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            while trio.current_time() < deadline:
+                await stream.send_all(request)
+                counts["open"] += 1
+                counts["peak"] = max(counts["peak"], counts["open"])
+                last = None
+                tail = b""
+                try:
+                    while True:
+                        data = await stream.receive_some(65536)
+                        if not data:
+                            counts["errors"] += 1
+                            return
+                        now = trio.current_time()
+                        n = data.count(b'"text-delta"')
+                        if n:
+                            if last is not None:
+                                gaps.append(now - last)
+                                gaps.extend([0.0] * (n - 1))
+                            last = now
+                            counts["chunks"] += n
+                        tail = (tail + data)[-32:]
+                        if b"0\r\n\r\n" in tail and b"[DONE]" in tail:
+                            counts["requests"] += 1
+                            break
+                finally:
+                    counts["open"] -= 1
+
+    started = trio.current_time()
     async with trio.open_nursery() as nursery:
-        for index in range(clients):
-            nursery.start_soon(one, index)
-    return Row(
-        setup="library",
-        clients=clients,
-        chunks=sum(counts),
-        seconds=time.perf_counter() - started - HOLD_S,
-        ttfb_p50_ms=statistics.median(firsts) * 1000 if firsts else 0.0,
-        ttfb_p99_ms=_percentile(firsts, 0.99) * 1000,
-        kib_per_stream=0.0,
-        errors=sum(1 for c in counts if c != chunks),
+        for i in range(connections):
+            nursery.start_soon(one)
+            if i % 50 == 49:
+                await trio.sleep(0.05)  # ramp up: the accept queue is finite
+    elapsed = trio.current_time() - started
+    gaps.sort()
+
+    def q(p: float) -> float:
+        return gaps[min(len(gaps) - 1, int(p * len(gaps)))] * 1000 if gaps else 0.0
+
+    return {**counts, "seconds": elapsed, "gap_p50_ms": q(0.5), "gap_p99_ms": q(0.99)}
+
+
+# --- the run ----------------------------------------------------------------------
+
+
+@attrs.define
+class Row:
+    name: str
+    values: dict[str, list[float]] = attrs.field(factory=dict)
+
+    def add(self, key: str, value: float) -> None:
+        self.values.setdefault(key, []).append(value)
+
+    def get(self, key: str) -> float | None:
+        found = self.values.get(key)
+        return statistics.median(found) if found else None
+
+
+def _rows(args: argparse.Namespace, mastra: Any) -> list[str]:
+    if args.rows:
+        return list(args.rows.split(","))
+    names = [f"procession-{m}" for m in args.modes.split(",")]
+    names.append(f"procession-adaptive-w{args.workers}")
+    if mastra is not None:
+        names.append("mastra")
+    return [*names, *FLOORS]
+
+
+def measure(args: argparse.Namespace, mastra: Any) -> dict[str, Row]:
+    names = _rows(args, mastra)
+    rows = {name: Row(name) for name in names}
+    for round_ in range(args.rounds):
+        order = names if round_ % 2 == 0 else names[::-1]  # interleaved rounds
+        for name in order:
+            row = rows[name]
+            print(f"  round {round_ + 1}: {name}", file=sys.stderr, flush=True)
+            try:
+                _measure_row(args, names, round_, row, mastra)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                print(f"  {name} failed: {exc}", file=sys.stderr, flush=True)
+                row.add("failed", 1)
+    return rows
+
+
+def _measure_row(
+    args: argparse.Namespace, names: list[str], round_: int, row: Row, mastra: Any
+) -> None:
+    """One round of every workload on the server ``row.name``."""
+    name = row.name
+    with running(name, mastra, 2 if args.quick else 20) as server:
+        for connections in args.connections:
+            done = load(server, connections, args.seconds, args.chunks)
+            chunks = done.requests * args.chunks
+            row.add(f"a{connections}_chunks_s", chunks / done.seconds)
+            row.add(f"a{connections}_us", done.cpu_s / chunks * 1e6 if chunks else 0)
+            row.add(f"a{connections}_errors", done.errors)
+            row.add(f"a{connections}_rss_mb", done.rss_after / 2**20)
+        if "-w" in name:  # N workers get N times the connections
+            wide = args.connections[0] * args.workers
+            done = load(server, wide, args.seconds, args.chunks)
+            row.add("wide_chunks_s", done.requests * args.chunks / done.seconds)
+        if round_ == 0 and not args.quick and name in (names[0], "mastra"):
+            for i in range(5):  # (d) RSS across runs at the largest load
+                done = load(server, args.connections[-1], args.seconds / 2, args.chunks)
+                row.add(f"rss_run{i + 1}_mb", done.rss_after / 2**20)
+        done = load(server, args.connections[0], args.seconds, 1)
+        row.add("c_req_s", done.requests / done.seconds)
+        row.add("c_us", done.cpu_s / done.requests * 1e6 if done.requests else 0)
+        row.add("c_errors", done.errors)
+        idle = server.rss()
+        for streams in args.streams:
+            result = own_load(
+                server,
+                streams,
+                args.paced_seconds,
+                args.paced_chunks,
+                args.pace_ms,
+            )
+            chunks = result["chunks"]
+            row.add(
+                f"b{streams}_us",
+                result["cpu_s"] / chunks * 1e6 if chunks else 0,
+            )
+            row.add(f"b{streams}_p50", result["gap_p50_ms"])
+            row.add(f"b{streams}_p99", result["gap_p99_ms"])
+            row.add(f"b{streams}_chunks_s", chunks / result["seconds"])
+            row.add(f"b{streams}_errors", result["errors"])
+            row.add(f"b{streams}_cpu_share", result["cpu_s"] / result["seconds"])
+            row.add(f"b{streams}_peak", result["peak"])
+            if streams == args.streams[0]:
+                row.add("d_kib", (result["rss_peak"] - idle) / 1024 / streams)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def _ratio(value: float | None, floor: float | None) -> str:
+    if value is None or not floor:
+        return "—"
+    return f"{value / floor:.1f}x"
+
+
+Column = tuple[str, int, Callable[[Row], str]]
+
+
+def _table(title: str, rows: dict[str, Row], columns: list[Column]) -> None:
+    """A table: the server's name, then a cell per column."""
+    print(f"\n{title}")
+    print(f"{'server':<28}" + "".join(f"{name:>{w}}" for name, w, _ in columns))
+    for row in rows.values():
+        print(
+            f"{row.name:<28}" + "".join(f"{cell(row):>{w}}" for _, w, cell in columns)
+        )
+
+
+def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
+    """The tables, each row's ratios to the floors and Mastra of this run."""
+
+    def of(name: str, key: str) -> float | None:
+        row = rows.get(name)
+        return row.get(key) if row is not None else None
+
+    def value(key: str, spec: str, width: int, name: str) -> Column:
+        return (name, width, lambda row: _fmt(row.get(key), spec))
+
+    def versus(key: str, floor: str, name: str, width: int = 12) -> Column:
+        return (name, width, lambda row: _ratio(row.get(key), of(floor, key)))
+
+    def mastra_over(key: str) -> Column:
+        return ("Mastra/this", 12, lambda row: _ratio(of("mastra", key), row.get(key)))
+
+    for c in args.connections:
+        key = f"a{c}_us"
+        _table(
+            f"(a) unpaced {args.chunks}-delta answers, wrk -t1 -c{c}, "
+            f"{args.seconds:g} s",
+            rows,
+            [
+                value(f"a{c}_chunks_s", ",.0f", 10, "chunks/s"),
+                value(key, ".1f", 14, "µs CPU/chunk"),
+                versus(key, "hypercorn-one", "vs one-send"),
+                versus(key, "hypercorn-batched", "vs batched", 11),
+                mastra_over(key),
+                value(f"a{c}_rss_mb", ".0f", 8, "RSS MB"),
+                value(f"a{c}_errors", ".0f", 7, "errors"),
+            ],
+        )
+    for n in args.streams:
+        key = f"b{n}_us"
+        _table(
+            f"(b) paced: a delta every {args.pace_ms:g} ms, {n} live streams, "
+            f"{args.paced_seconds:g} s",
+            rows,
+            [
+                value(f"b{n}_chunks_s", ",.0f", 10, "chunks/s"),
+                value(key, ".1f", 14, "µs CPU/chunk"),
+                versus(key, "hypercorn-one", "vs one-send"),
+                mastra_over(key),
+                value(f"b{n}_p50", ".1f", 9, "gap p50"),
+                value(f"b{n}_p99", ".1f", 8, "p99 ms"),
+                value(f"b{n}_cpu_share", ".2f", 10, "CPU share"),
+                value(f"b{n}_peak", ".0f", 7, "open"),
+                value(f"b{n}_errors", ".0f", 7, "errors"),
+            ],
+        )
+
+    def over_floor(row: Row) -> str:
+        us, floor = row.get("c_us"), of("hypercorn-one", "c_us")
+        return f"{us - floor:+.0f}" if us is not None and floor is not None else "—"
+
+    _table(
+        f"(c) one-chunk answers, wrk -t1 -c{args.connections[0]}, {args.seconds:g} s",
+        rows,
+        [
+            value("c_req_s", ",.0f", 10, "req/s"),
+            value("c_us", ".0f", 12, "µs CPU/req"),
+            ("minus one-send", 16, over_floor),
+            value("c_errors", ".0f", 7, "errors"),
+        ],
+    )
+
+    def runs(row: Row) -> str:
+        found = [row.get(f"rss_run{i}_mb") for i in range(1, 6)]
+        return " ".join(_fmt(r, ".0f") for r in found) if found[0] is not None else "—"
+
+    _table(
+        f"(d) memory: RSS per open paced stream ({args.streams[0]} streams); RSS MB "
+        f"after each of 5 runs at {args.connections[-1]} connections",
+        rows,
+        [value("d_kib", ".1f", 11, "KiB/stream"), ("RSS MB, runs 1-5", 24, runs)],
+    )
+    wide = rows.get(f"procession-adaptive-w{args.workers}")
+    if wide is not None and wide.get("wide_chunks_s"):
+        c = args.connections[0]
+        one_worker = of("procession-adaptive", f"a{c}_chunks_s")
+        print(
+            f"\n--workers {args.workers} at {c * args.workers} connections: "
+            f"{_fmt(wide.get('wide_chunks_s'), ',.0f')} chunks/s, "
+            f"{_ratio(wide.get('wide_chunks_s'), one_worker)} --workers 1 at {c}"
+        )
+    first = next(iter(rows.values()))
+    key = f"a{args.connections[0]}_us"
+    print(
+        f"\nsummary: {first.name} {_fmt(first.get(key), '.1f')} µs CPU/chunk unpaced "
+        f"({_ratio(first.get(key), of('hypercorn-batched', key))} the batched floor, "
+        f"Mastra {_ratio(of('mastra', key), first.get(key))} it); one-chunk "
+        f"{_fmt(first.get('c_us'), '.0f')} µs/request"
     )
 
 
-async def _measure(clients: int, chunks: int, pace_s: float) -> list[Row]:
-    plain = await _over_http(clients, chunks, 0.0, seed=1, pace_s=pace_s)
-    leaving = await _over_http(clients, chunks, 0.2, seed=2, pace_s=pace_s)
-    library = await _in_library(clients, chunks, pace_s)
-    return [plain, leaving, library]
-
-
-def main(argv: Sequence[str] | None = None) -> list[Row]:
+def main(argv: Sequence[str] | None = None) -> dict[str, Row]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rows", default="", help="only these rows (comma-separated)")
+    parser.add_argument("--no-mastra", action="store_true")
+    parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--chunks", type=int, default=200)
-    parser.add_argument(
-        "--pace-ms",
-        type=float,
-        default=0.0,
-        help="the model waits this long before each chunk (default: none)",
-    )
+    parser.add_argument("--connections", default="50,1000")
+    parser.add_argument("--streams", default="250,1000")
+    parser.add_argument("--pace-ms", type=float, default=20.0)
+    parser.add_argument("--paced-chunks", type=int, default=100)
+    parser.add_argument("--paced-seconds", type=float, default=10.0)
+    parser.add_argument("--client", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    clients, chunks = (5, 20) if args.quick else (args.clients, args.chunks)
-    # --quick paces the model (5 ms a chunk), so a client that leaves always
-    # leaves a run still streaming: an unpaced run may be in the socket
-    # buffers whole before its client reads far enough to leave.
-    pace_s = 0.005 if args.quick else args.pace_ms / 1000
-    rows = trio.run(_measure, clients, chunks, pace_s)
-    library = rows[-1].chunks_per_s
-    print(
-        f"{'setup':<16}{'clients':>8}{'chunks/s':>11}{'TTFB p50':>10}{'p99':>9}"
-        f"{'KiB/stream':>11}{'errors':>7}{'left':>6}{'cancelled':>10}{'vs library':>11}"
-    )
-    for r in rows:
-        ratio = library / r.chunks_per_s if r.chunks_per_s else float("inf")
-        print(
-            f"{r.setup:<16}{r.clients:>8}{r.chunks_per_s:>11,.0f}"
-            f"{r.ttfb_p50_ms:>8.0f}ms{r.ttfb_p99_ms:>7.0f}ms"
-            f"{r.kib_per_stream:>11.1f}{r.errors:>7}{r.left:>6}{r.cancelled:>10}"
-            f"{ratio:>10.1f}x"
+    if args.client:
+        port, connections, seconds, body = args.client
+        result = trio.run(
+            _client, int(port), int(connections), float(seconds), body.encode()
         )
+        print(json.dumps(result))
+        return {}
+    if args.quick:
+        args.seconds, args.paced_seconds, args.chunks = 1.0, 1.0, 20
+        args.connections, args.streams, args.paced_chunks = "5", "5", 10
+    args.connections = [int(c) for c in args.connections.split(",")]
+    args.streams = [int(s) for s in args.streams.split(",")]
+    if shutil.which("wrk") is None:
+        print("# no wrk: this script's own client makes the unpaced load")
+    mastra = None
+    if not args.no_mastra:
+        found = find_mastra()
+        if isinstance(found, Mastra):
+            mastra = found
+            print(f"# {found.describe()}")
+        else:
+            print(f"mastra: skipped ({found.reason})")
+    rows = measure(args, mastra)
+    report(args, rows)
     return rows
 
 

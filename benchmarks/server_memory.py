@@ -6,13 +6,15 @@ suite (a smoke test runs ``--quick``).
     python benchmarks/server_memory.py --rounds 10 --trace   # what grows, by line
     python benchmarks/server_memory.py --quick           # tiny, to check it runs
 
-The server is ``procession serve`` with no target (the demo's support agent
-on its scripted model: a tool call, a thin answer, a retry, the good answer,
-a word every 30 ms), run by ``procession``'s own ``main(["serve", ...])`` in
-a process of its own. The clients are in this process: each round N of them
-at once POST ``/api/agents/support-agent/stream`` (or ``/api/chat`` with
-``--route chat``); a fraction (``--leave``) close their connection after a
-random number of SSE frames. After each round, once the server has no run
+The server is ``procession serve`` serving the demo's support agent on its
+scripted model (a tool call, a thin answer, a retry, the good answer, a word
+every 30 ms) without memory (the served demo's memory would grow with every
+turn it saves, which is storage, not the serving path), run by
+``procession``'s own ``main(["serve", ...])`` in a process of its own. The
+clients are in this process: each round N of them at once POST
+``/api/agents/support-agent/stream`` (or ``/api/chat`` with ``--route
+chat``); a fraction (``--leave``) close their connection after a random
+number of SSE frames. After each round, once the server has no run
 in flight, the script reads the server's RSS (``VmRSS``, /proc/<pid>/status)
 and asks a debug hook in the server (a thread reading this script's commands
 on its stdin) for the number of objects the garbage collector tracks, after
@@ -53,6 +55,9 @@ from typing import IO, Any
 import attrs
 import trio
 
+SERVED: Any = None
+"""The agent the server process serves (set there)."""
+
 _SERVE_LINE = re.compile(r"procession serve: .* on (http://\S+)")
 
 
@@ -79,14 +84,17 @@ class Row:
 def _serve(trace: bool) -> int:
     """The server process: ``procession serve`` on a free port, with the
     debug hook reading commands on stdin."""
-    from procession._demo import main  # what the `procession` command runs
+    # main is what the `procession` command runs
+    from procession._demo import ServedDemoModel, demo_agent, main
 
     if trace:
         tracemalloc.start(8)
     threading.Thread(
         target=_debug_hook, args=(sys.stdin, sys.stdout), daemon=True
     ).start()
-    return main(["serve", "--port", "0"])
+    global SERVED
+    SERVED = demo_agent(ServedDemoModel())  # no memory: see the docstring
+    return main(["serve", "__main__:SERVED", "--port", "0"])
 
 
 def _debug_hook(commands: IO[str], out: IO[str]) -> None:

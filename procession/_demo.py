@@ -645,6 +645,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no line per request (method, route, status, duration, run id)",
     )
+    serve.add_argument(
+        "--workers",
+        default="1",
+        help="N or auto (the cores): N processes sharing the listening socket, "
+        "each with its own runs and its own limit on concurrent runs; resume "
+        "across them needs --bus (default 1: one process, no supervisor)",
+    )
+    # A worker of --workers N: index/count/listen_fd/parent_fd (internal).
+    serve.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return parser
 
 
@@ -667,30 +676,105 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """``procession serve``: runs until SIGINT / SIGTERM; 2 for a target or
-    address it refuses."""
-    from .server import check_bind, create_app, load_target, serve
+    """``procession serve``: runs until SIGINT / SIGTERM; 2 for a target,
+    an address or a --workers it refuses. With ``--workers N`` > 1, this
+    process supervises N workers (``procession.server.serve_workers``), each
+    this command again with ``--worker``."""
+    from .server import (
+        WorkerSpec,
+        check_bind,
+        check_workers,
+        create_app,
+        load_target,
+        parse_workers,
+        serve,
+        serve_worker,
+        serve_workers,
+    )
 
     try:
+        spec = WorkerSpec.parse(args.worker) if args.worker else None
+        if spec is not None:
+            spec.watch_parent()  # before the app loads: a dead parent ends it
+        workers = parse_workers(args.workers)
         if args.mcp and args.bus:
             raise ConfigurationError("--bus is for HTTP; --mcp serves over stdio")
+        if args.mcp and workers > 1:
+            raise ConfigurationError("--workers is for HTTP; --mcp serves over stdio")
         if args.target:
             app = load_target(args.target, bus=args.bus)
         else:
             # Memory in an in-process SQLite database: the README's curl with
-            # memory works (gone when the server stops).
+            # memory works (gone when the server stops; each worker its own).
             memory = Memory(storage=SqliteStorage(":memory:"))
             app = create_app(
                 [demo_agent(ServedDemoModel(), memory=memory)], bus=args.bus
             )
         if not args.mcp:
             check_bind(args.host, has_tokens=app.auth_required, insecure=args.insecure)
+            check_workers(app, workers)
     except ConfigurationError as exc:
         print(f"procession serve: {redact(str(exc))}", file=sys.stderr)
         return 2
     if args.mcp:
         return _serve_mcp(list(app.agents.values()))
     _configure_logging(args)
+
+    def announce(urls: list[str], detail: str = "") -> None:
+        ids = ", ".join(app.agents)
+        print(
+            f"procession serve: {ids} on {' '.join(urls)} "
+            f"(auth {'on' if app.auth_required else 'off'}{detail}); "
+            f"POST /api/agents/{{agentId}}/stream, POST /api/chat; Ctrl-C stops",
+            flush=True,
+        )
+
+    if spec is not None:
+        orphaned = trio.run(
+            serve_worker,
+            app,
+            spec,
+            lambda sock, task_status: serve(
+                app,
+                host=args.host,
+                insecure=args.insecure,
+                sock=sock,
+                task_status=task_status,
+            ),
+        )
+        if orphaned:  # nobody waits for this process: no teardown
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        return 0
+    if workers > 1:
+
+        def command(spec: WorkerSpec) -> list[str]:
+            argv = [sys.executable, "-m", "procession", "serve"]
+            argv += [args.target] if args.target else []
+            argv += ["--host", args.host, "--worker", str(spec)]
+            argv += ["--insecure"] if args.insecure else []
+            argv += ["--bus", args.bus] if args.bus else []
+            argv += ["--log-level", args.log_level]
+            argv += ["--no-access-log"] if args.no_access_log else []
+            return argv
+
+        try:
+            return serve_workers(
+                args.host,
+                args.port,
+                workers,
+                command,
+                lambda url, pids: announce(
+                    [url], f", {workers} workers: pids {' '.join(map(str, pids))}"
+                ),
+            )
+        except OSError as exc:
+            print(
+                f"procession serve: cannot listen on {args.host}:{args.port}: {exc}",
+                file=sys.stderr,
+            )
+            return 2
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
@@ -703,13 +787,7 @@ def _serve(args: argparse.Namespace) -> int:
                     task_status=task_status,
                 )
             )
-            ids = ", ".join(app.agents)
-            print(
-                f"procession serve: {ids} on {' '.join(urls)} "
-                f"(auth {'on' if app.auth_required else 'off'}); "
-                f"POST /api/agents/{{agentId}}/stream, POST /api/chat; Ctrl-C stops",
-                flush=True,
-            )
+            announce(urls)
 
     try:
         trio.run(run)

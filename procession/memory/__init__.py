@@ -47,6 +47,7 @@ from ._sql import SCHEMA_VERSION as SCHEMA_VERSION
 from ._sqlite import SqliteStorage as SqliteStorage
 from ._storage import MemoryStorage as MemoryStorage
 from ._storage import RunStorage as RunStorage
+from ._storage import ThreadLeases as ThreadLeases
 from ._values import Resource as Resource
 from ._values import RunRecord as RunRecord
 from ._values import RunStatus as RunStatus
@@ -73,6 +74,7 @@ __all__ = [
     "StorageLockedError",
     "StorageUnavailableError",
     "Thread",
+    "ThreadLeases",
     "ThreadOwnershipError",
     "ToolDecision",
     "UPDATE_WORKING_MEMORY",

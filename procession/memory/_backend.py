@@ -168,3 +168,30 @@ class SqlBackend(abc.ABC):
                 c, d, run_id, epoch, thread_id, resource_id, batch, now
             )
         )
+
+    # --- thread leases (ThreadLeases) ---------------------------------------------
+
+    async def acquire_thread_lease(
+        self, thread_id: str, holder: str, ttl_s: float
+    ) -> bool:
+        """See ``ThreadLeases.acquire_thread_lease``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        expires = now + _dt.timedelta(seconds=ttl_s)
+        return await self._run(
+            lambda c: _sql.acquire_lease(c, d, thread_id, holder, now, expires)
+        )
+
+    async def renew_thread_lease(
+        self, thread_id: str, holder: str, ttl_s: float
+    ) -> bool:
+        """See ``ThreadLeases.renew_thread_lease``. Checkpoints."""
+        d = self._dialect
+        expires = utc_now() + _dt.timedelta(seconds=ttl_s)
+        return await self._run(
+            lambda c: _sql.renew_lease(c, d, thread_id, holder, expires)
+        )
+
+    async def release_thread_lease(self, thread_id: str, holder: str) -> None:
+        """See ``ThreadLeases.release_thread_lease``. Checkpoints."""
+        d = self._dialect
+        await self._run(lambda c: _sql.release_lease(c, d, thread_id, holder))

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
+import os
+import secrets
+import socket
 from collections.abc import AsyncIterator, Iterable
-from typing import Literal
+from typing import Final, Literal
 
 import attrs
 import trio
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, StorageError
 from ..chunks import DataChunk
 from ..messages import DataPart, Message
 from ..processors import MessageList, Processor
@@ -22,9 +26,11 @@ from ._processors import (
     WorkingMemory,
     WorkingMemoryTool,
 )
-from ._storage import MemoryStorage
+from ._storage import MemoryStorage, ThreadLeases
 
-__all__ = ["Memory", "persisted_messages"]
+__all__ = ["LEASE_TTL_S", "Memory", "persisted_messages"]
+
+logger: Final = logging.getLogger("procession.memory")
 
 
 def _check_last_messages(_instance: object, _attribute: object, value: object) -> None:
@@ -65,14 +71,18 @@ class Memory:
             (Mastra's default template); a str is your own template; ``False``
             (default) has none.
 
-    **Two runs on one thread at once.** In one process, a run holds
-    ``thread_lock(thread_id)`` from loading its history to saving its turn, so
-    runs on one thread take turns: the second loads the first's turn. Across
-    processes nothing waits for a whole run; each save is one transaction
-    that locks the thread and places its new messages after everything
-    already saved (moving their ``created_at`` forward if needed, keeping
-    their order), so turns are never interleaved or lost, but a run that
-    loaded its history before another process saved does not see that turn.
+    **Two runs on one thread at once.** A run holds ``thread_lock(thread_id)``
+    from loading its history to saving its turn, so runs on one thread take
+    turns: the second loads the first's turn. Within a process they queue
+    in arrival order; across processes (``procession serve --workers N``,
+    replicas on one PostgreSQL) the storage leases the thread
+    (``ThreadLeases``: a row with the holder and an expiry, renewed every
+    ``LEASE_TTL_S / 3`` while the run goes on, given back at its end; a
+    holder that died frees the thread within ``LEASE_TTL_S``), and a run
+    waiting for it polls. With a storage that has no leases, only one
+    process's runs take turns; each save is still one transaction that locks
+    the thread and places its new messages after everything already saved,
+    so turns are never interleaved or lost.
     """
 
     storage: MemoryStorage
@@ -112,15 +122,22 @@ class Memory:
     @contextlib.asynccontextmanager
     async def thread_lock(self, thread_id: str) -> AsyncIterator[None]:
         """Hold the thread for one run (see the class docstring); other runs on
-        the same thread in this process wait, in arrival order. Checkpoints;
-        a cancelled wait leaves the lock alone."""
+        the same thread in this process wait, in arrival order, and runs in
+        other processes wait for the storage's lease. Checkpoints; a
+        cancelled wait leaves the lock and the lease alone; a storage error
+        taking the lease goes up (``StorageError``)."""
         entry = self._locks.get(thread_id)
         if entry is None:
             entry = self._locks[thread_id] = _ThreadLock()
         entry.users += 1
         try:
             async with entry.lock:
-                yield
+                storage = self.storage
+                if not isinstance(storage, ThreadLeases):
+                    yield
+                    return
+                async with _leased(storage, thread_id):
+                    yield
         finally:
             entry.users -= 1
             if entry.users == 0:
@@ -156,6 +173,51 @@ class Memory:
         if batch:
             await self.storage.save_turn(thread_id, resource_id, batch)
         return batch
+
+
+LEASE_TTL_S: Final = 30.0
+"""How long a thread's lease lasts unless renewed: the longest a thread stays
+held by a process that died."""
+_POLL_S: Final = (0.02, 0.05, 0.1, 0.2)  # then every 0.25 s
+
+
+@contextlib.asynccontextmanager
+async def _leased(leases: ThreadLeases, thread_id: str) -> AsyncIterator[None]:
+    """The thread's lease in the storage for the block: polled for while
+    another holds it, renewed in the background, given back after (also
+    when the block is cancelled)."""
+    holder = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(6)}"
+    tries = 0
+    while not await leases.acquire_thread_lease(thread_id, holder, LEASE_TTL_S):
+        await trio.sleep(_POLL_S[tries] if tries < len(_POLL_S) else 0.25)
+        tries += 1
+    renewing = trio.CancelScope()
+
+    async def renew() -> None:
+        with renewing:
+            while True:
+                await trio.sleep(LEASE_TTL_S / 3)
+                try:
+                    if not await leases.renew_thread_lease(
+                        thread_id, holder, LEASE_TTL_S
+                    ):
+                        logger.warning("the lease on thread %s lapsed", thread_id)
+                        return
+                except StorageError as exc:
+                    logger.warning("thread %s's lease not renewed: %s", thread_id, exc)
+
+    # A system task: no nursery around the caller's block (its exceptions
+    # stay its own); it lives until the block ends.
+    trio.lowlevel.spawn_system_task(renew, name=f"lease {thread_id}")
+    try:
+        yield
+    finally:
+        renewing.cancel()
+        with trio.CancelScope(shield=True):
+            try:
+                await leases.release_thread_lease(thread_id, holder)
+            except StorageError as exc:  # it lapses by itself
+                logger.warning("thread %s's lease not given back: %s", thread_id, exc)
 
 
 def persisted_messages(

@@ -63,12 +63,14 @@ def postgres_schema(*, own_schema: bool = False) -> _sql.Schema:
             "CREATE INDEX procession_messages_by_thread "
             "ON {messages} (thread_id, created_at, seq)",
             *_RUN_TABLES,
+            _LEASES,
         ),
-        upgrades={1: _RUN_TABLES},
+        upgrades={1: (*_RUN_TABLES, _LEASES)},
     )
 
 
-# Schema version 2: runs that wait for a person, and the decisions on them.
+# Schema version 2: runs that wait for a person, the decisions on them, and
+# who holds each thread for a run (the lease, across processes).
 _RUN_TABLES: Final = (
     "CREATE TABLE {runs} (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, "
     "resource_id TEXT, thread_id TEXT, status TEXT NOT NULL, snapshot JSON, "
@@ -80,6 +82,8 @@ _RUN_TABLES: Final = (
     "decision TEXT NOT NULL, reason TEXT, data JSON, decided_by TEXT, "
     "decided_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (run_id, tool_call_id))",
 )
+
+_LEASES = _sql.LEASES_TABLE.replace("{timestamp}", "TIMESTAMPTZ")
 
 
 def _import_driver() -> tuple[Any, Any]:
@@ -136,6 +140,7 @@ class _Dialect:
             messages=f"{s}.procession_messages",
             runs=f"{s}.procession_runs",
             decisions=f"{s}.procession_tool_decisions",
+            leases=f"{s}.procession_thread_leases",
         )
 
     def timestamp(self, moment: _dt.datetime) -> _dt.datetime:

@@ -17,9 +17,11 @@ The schema (version 2), with Mastra's column names in snake_case::
                           snapshot, pending, epoch, created_at, updated_at)
     procession_tool_decisions (run_id, tool_call_id, decision, reason, data,
                           decided_by, decided_at)
+    procession_thread_leases (thread_id, holder, expires_at)
 
-Version 2 added the last two (``_runs``: runs waiting for a person); a
-version 1 database is upgraded by ``migrate()``.
+Version 2 added the last three (``_runs``: runs waiting for a person; the
+leases: one run at a time on a thread, across processes); a version 1
+database is upgraded by ``migrate()``.
 
 ``content`` holds the whole ``MastraDBMessage`` JSON (``message_to_wire``), so
 a message reads back exactly, keys this library does not model included; the
@@ -48,15 +50,19 @@ from ..messages import Message, message_from_wire, message_to_wire
 from ._values import Resource, Thread
 
 __all__ = [
+    "LEASES_TABLE",
     "SCHEMA_VERSION",
     "Dialect",
     "Schema",
+    "acquire_lease",
     "create_thread",
     "ensure_schema",
     "get_resource",
     "get_thread",
     "list_messages",
     "list_threads",
+    "release_lease",
+    "renew_lease",
     "save_turn",
     "save_turn_rows",
     "update_working_memory",
@@ -373,6 +379,63 @@ def save_turn_rows(
         d.sql("UPDATE {threads} SET updated_at = ? WHERE id = ?"),
         (d.timestamp(now), thread_id),
     )
+
+
+# ------------------------------------------------------------- thread leases
+
+LEASES_TABLE = (
+    "CREATE TABLE {leases} (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+    "expires_at {timestamp} NOT NULL)"
+)
+"""Schema version 2's lease table: who holds each thread for a run, until when."""
+
+
+def acquire_lease(
+    conn: Connection,
+    d: Dialect,
+    thread_id: str,
+    holder: str,
+    now: _dt.datetime,
+    expires: _dt.datetime,
+) -> bool:
+    """Take the thread's lease for ``holder`` until ``expires`` if nobody
+    holds it, it lapsed (its expiry is past ``now``) or ``holder`` has it
+    already; True if taken. One statement: two processes never both win."""
+    with d.write(conn):
+        cursor = conn.execute(
+            d.sql(
+                "INSERT INTO {leases} AS l (thread_id, holder, expires_at) "
+                "VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET "
+                "holder = excluded.holder, expires_at = excluded.expires_at "
+                "WHERE l.expires_at <= ? OR l.holder = excluded.holder"
+            ),
+            (thread_id, holder, d.timestamp(expires), d.timestamp(now)),
+        )
+        return bool(cursor.rowcount == 1)
+
+
+def renew_lease(
+    conn: Connection, d: Dialect, thread_id: str, holder: str, expires: _dt.datetime
+) -> bool:
+    """Move ``holder``'s lease on the thread to ``expires``; False if it is
+    not ``holder``'s any more (it lapsed and another took it)."""
+    with d.write(conn):
+        cursor = conn.execute(
+            d.sql(
+                "UPDATE {leases} SET expires_at = ? WHERE thread_id = ? AND holder = ?"
+            ),
+            (d.timestamp(expires), thread_id, holder),
+        )
+        return bool(cursor.rowcount == 1)
+
+
+def release_lease(conn: Connection, d: Dialect, thread_id: str, holder: str) -> None:
+    """Give ``holder``'s lease on the thread back (nothing if not its)."""
+    with d.write(conn):
+        conn.execute(
+            d.sql("DELETE FROM {leases} WHERE thread_id = ? AND holder = ?"),
+            (thread_id, holder),
+        )
 
 
 def _never() -> Thread:  # pragma: no cover - the row is locked by us

@@ -61,12 +61,14 @@ def sqlite_schema() -> _sql.Schema:
             "CREATE INDEX procession_messages_by_thread "
             "ON {messages} (thread_id, created_at)",
             *_RUN_TABLES,
+            _LEASES,
         ),
-        upgrades={1: _RUN_TABLES},
+        upgrades={1: (*_RUN_TABLES, _LEASES)},
     )
 
 
-# Schema version 2: runs that wait for a person, and the decisions on them.
+# Schema version 2: runs that wait for a person, the decisions on them, and
+# who holds each thread for a run (the lease, across processes).
 _RUN_TABLES: Final = (
     "CREATE TABLE {runs} (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, "
     "resource_id TEXT, thread_id TEXT, status TEXT NOT NULL, snapshot TEXT, "
@@ -78,6 +80,8 @@ _RUN_TABLES: Final = (
     "decision TEXT NOT NULL, reason TEXT, data TEXT, decided_by TEXT, "
     "decided_at TEXT NOT NULL, PRIMARY KEY (run_id, tool_call_id))",
 )
+
+_LEASES = _sql.LEASES_TABLE.replace("{timestamp}", "TEXT")
 
 
 class _Abandoned(Exception):
@@ -111,6 +115,7 @@ class _Dialect:
             messages="procession_messages",
             runs="procession_runs",
             decisions="procession_tool_decisions",
+            leases="procession_thread_leases",
         )
 
     def timestamp(self, moment: _dt.datetime) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..messages import Message
 from ._values import Resource, RunRecord, RunStatus, Thread, ToolDecision
 
-__all__ = ["MemoryStorage", "RunStorage"]
+__all__ = ["MemoryStorage", "RunStorage", "ThreadLeases"]
 
 
 @runtime_checkable
@@ -178,4 +178,34 @@ class RunStorage(Protocol):
         """Save the rest of the turn and mark the run ended, in ONE
         transaction, if the caller still holds it at ``epoch``
         (``RunLostError`` otherwise: nothing written). Checkpoints."""
+        ...
+
+
+@runtime_checkable
+class ThreadLeases(Protocol):
+    """A storage that can lease a thread to one run at a time, across
+    processes: a row per held thread (thread, holder, expiry), taken and
+    given back in short transactions, never a transaction held open through
+    a run. ``SqliteStorage`` and ``PostgresStorage`` are; ``Memory`` uses it
+    when its storage is (with another storage, runs on one thread take turns
+    within one process only)."""
+
+    async def acquire_thread_lease(
+        self, thread_id: str, holder: str, ttl_s: float
+    ) -> bool:
+        """Take the thread for ``holder`` for ``ttl_s`` seconds if it is
+        free, its lease lapsed, or ``holder`` has it; True if taken.
+        Checkpoints."""
+        ...
+
+    async def renew_thread_lease(
+        self, thread_id: str, holder: str, ttl_s: float
+    ) -> bool:
+        """Extend ``holder``'s lease to ``ttl_s`` from now; False if it is
+        not ``holder``'s any more. Checkpoints."""
+        ...
+
+    async def release_thread_lease(self, thread_id: str, holder: str) -> None:
+        """Give ``holder``'s lease back (nothing if it is not its).
+        Checkpoints."""
         ...

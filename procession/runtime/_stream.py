@@ -183,6 +183,20 @@ class AgentStream(AsyncIterator[Chunk]):
         self._control.on_delivered(chunk)
         return chunk
 
+    def next_ready(self) -> Chunk | None:
+        """The next chunk if it is at hand now (run ahead in the output
+        pipeline's batch), else ``None``: what ``__anext__`` would return
+        without awaiting. Never awaits, never runs a hook, never checkpoints;
+        ``None`` says nothing of the stream's end (read on with
+        ``__anext__``). A writer takes what is at hand this way and sends it
+        at once, with no read-ahead."""
+        if self._closing is not None or self._cancelled or self._done:
+            return None
+        chunk: Chunk | None = self._pipeline.next_ready()
+        if chunk is not None:
+            self._control.on_delivered(chunk)
+        return chunk
+
     async def _close_after_error(self) -> None:
         """After a terminal ``error``: the final output pass, then the chunks
         that close the run as Mastra does (``step-finish`` with reason
@@ -289,6 +303,14 @@ class _TracedAgentStream(AgentStream):
         if not self._delivered:
             self._state.telemetry.delivered_first_chunk()
         self._delivered += 1
+        return chunk
+
+    def next_ready(self) -> Chunk | None:
+        chunk = super().next_ready()
+        if chunk is not None:
+            if not self._delivered:
+                self._state.telemetry.delivered_first_chunk()
+            self._delivered += 1
         return chunk
 
     def _ended(self, result: AgentResult) -> None:

@@ -35,6 +35,11 @@ replica, a lease per run, runs of a dead replica marked failed. Each request is 
 OpenTelemetry span when a recording provider exists, the run's
 ``invoke_agent`` span its child.
 
+``serve_workers`` / ``serve_worker`` are ``procession serve --workers N``: N
+processes accepting on one socket (``parse_workers`` reads the option,
+``check_workers`` refuses what one process would hold alone, ``WorkerSpec``
+is what a worker is told).
+
 Needs the ``server`` extra for ``serve`` (hypercorn); the app itself needs
 only the core install.
 """
@@ -68,6 +73,11 @@ from ._ui_stream import UI_STREAM_HEADERS as UI_STREAM_HEADERS
 from ._ui_stream import UiStreamEncoder as UiStreamEncoder
 from ._ui_stream import ui_chunks as ui_chunks
 from ._ui_stream import ui_frame as ui_frame
+from ._workers import WorkerSpec as WorkerSpec
+from ._workers import check_workers as check_workers
+from ._workers import parse_workers as parse_workers
+from ._workers import serve_worker as serve_worker
+from ._workers import serve_workers as serve_workers
 
 __all__ = [
     "BUS_ERROR_NAME",
@@ -89,13 +99,18 @@ __all__ = [
     "Token",
     "UI_STREAM_HEADERS",
     "UiStreamEncoder",
+    "WorkerSpec",
     "agent_info",
     "check_bind",
+    "check_workers",
     "create_app",
     "generate_body",
     "load_target",
     "mastra_frame",
+    "parse_workers",
     "serve",
+    "serve_worker",
+    "serve_workers",
     "ui_chunks",
     "ui_frame",
 ]

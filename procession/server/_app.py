@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.resources
 import logging
+import os
 import re
 import secrets
 import time
@@ -12,7 +13,6 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Iterable,
     Mapping,
     MutableMapping,
     Sequence,
@@ -49,7 +49,7 @@ from ._http import (
     send_empty,
     send_json,
 )
-from ._mastra import agent_info, error_frame, generate_body, mastra_frame
+from ._mastra import MastraFrames, agent_info, error_frame, generate_body
 from ._mcp import McpCaller, mcp_endpoint
 from ._memory_routes import (
     acting_resource,
@@ -168,6 +168,9 @@ class ProcessionApp:
         # Chat key -> the run key of the run this process executes for the
         # chat: a chat is stopped by its key.
         self._chat_runs: dict[str, str] = {}
+        self.workers = 1
+        """How many worker processes serve this app (``serve_worker`` sets
+        it): each runs its own runs, under its own ``max_concurrent_runs``."""
         self._shutdown: trio.Event | None = None
         self._mcp = (
             mcp_endpoint(agents, self._mcp_run, max_body_bytes=max_body_bytes)
@@ -629,16 +632,16 @@ class ProcessionApp:
     def _mastra_settings(self, run_id: str) -> StreamSettings:
         return StreamSettings(
             headers=MASTRA_STREAM_HEADERS,
-            encode=lambda chunk: (mastra_frame(chunk, run_id),),
+            encode=MastraFrames(run_id),
             failure_frame=lambda message: error_frame(message, run_id),
             keepalive_s=self.keepalive_s,
         )
 
     def _ui_settings(self) -> StreamSettings:
-        encoder = UiStreamEncoder()  # per run: it follows the open parts
         return StreamSettings(
             headers=UI_STREAM_HEADERS,
-            encode=lambda chunk: [ui_frame(c) for c in encoder(chunk)],
+            # per run: the encoder follows the open parts
+            encode=UiStreamEncoder().frames,
             failure_frame=_ui_error_frame,
             keepalive_s=self.keepalive_s,
         )
@@ -921,7 +924,7 @@ class ProcessionApp:
             await self.cancel_here(key) or await self._cancel_elsewhere(key)
         )
         if not found:
-            raise HttpError(404, f"no run {run_id[:40]!r} is running")
+            raise HttpError(404, f"no run {run_id[:40]!r} is running{self._where()}")
         await send_json(req.send, 200, {"message": "Run cancelled", "runId": run_id})
 
     async def _stop_chat(self, req: _Request) -> None:
@@ -935,6 +938,16 @@ class ProcessionApp:
         key = chat_key(req.principal.resource, check_id(req.params["chat"], "id"))
         stopped = await self.cancel_here(key) or await self._cancel_elsewhere(key)
         await send_json(req.send, 200, {"success": True, "stopped": stopped})
+
+    def _where(self) -> str:
+        """Why a run may be running all the same (in another worker)."""
+        if self.workers == 1 or self.bus is not None:
+            return ""
+        return (
+            f" in this worker (one of {self.workers}, pid {os.getpid()}); without "
+            f"a bus a run is cancelled only through the worker that runs it "
+            f"(serve with --bus to cancel across workers)"
+        )
 
     async def _cancel_elsewhere(self, key: str) -> bool:
         """Ask the bus to cancel the run under ``key`` on another replica;
@@ -1077,9 +1090,8 @@ def _mastra_gap_frame(name: str, message: str, run_id: str) -> bytes:
     return b"data: " + dumps(wire) + b"\n\n"
 
 
-def _ui_encoder(message_id: str | None) -> Callable[[Chunk], Iterable[bytes]]:
-    encoder = UiStreamEncoder(continues=message_id)
-    return lambda chunk: [ui_frame(c) for c in encoder(chunk)]
+def _ui_encoder(message_id: str | None) -> Callable[[Chunk], bytes]:
+    return UiStreamEncoder(continues=message_id).frames
 
 
 def _ui_error_frame(message: str) -> bytes:

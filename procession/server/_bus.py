@@ -66,6 +66,12 @@ class RunSubscription(Protocol):
         the bus failed. Checkpoints (waits for the run)."""
         ...
 
+    def receive_ready(self) -> tuple[int | str, bytes] | None:
+        """The next frame and its id if it is at hand now (no wait, no
+        round trip), else ``None``: then ``receive`` says what comes next
+        (a frame to wait for, the end, a gap, a failure). Never checkpoints."""
+        ...
+
 
 class RunLog(Protocol):
     """A run's log as a resumer finds it (possibly on another process)."""
@@ -182,6 +188,16 @@ class _Subscription:
             if log.closed:
                 raise trio.EndOfChannel
             await log.wait_change()
+
+    def receive_ready(self) -> tuple[int, bytes] | None:
+        log = self.log
+        if log.first <= self.cursor < log.next:
+            frame = log.frames[self.cursor - log.first]
+            seq = self.cursor
+            self.cursor += 1
+            log.changed()
+            return seq, frame
+        return None
 
 
 @attrs.define(eq=False)

@@ -118,6 +118,16 @@ class _Subscription:
                 raise trio.EndOfChannel
             await self._fill()
 
+    def receive_ready(self) -> tuple[str, bytes] | None:
+        while self.gap is None and self.pending:
+            fields = {_text(k): v for k, v in self.pending[0].field_values.items()}
+            if "end" in fields or int(fields["n"]) > self.expected:
+                return None  # the end or a gap: receive() says so
+            taken = self._take(self.pending.pop(0))
+            if taken is not None:
+                return taken
+        return None
+
     def _take(self, entry: Any) -> tuple[str, bytes] | None:
         fields = {_text(k): v for k, v in entry.field_values.items()}
         n = int(fields["n"])

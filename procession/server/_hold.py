@@ -97,6 +97,17 @@ class HeldSteps:
             self._take(chunk)
         return out.popleft()
 
+    def next_ready(self) -> Chunk | None:
+        """The next chunk to send if it is at hand now (a released step's, or
+        one the stream has at hand), else None; never awaits."""
+        out = self._out
+        while not out:
+            chunk = self._stream.next_ready()
+            if chunk is None:
+                return None
+            self._take(chunk)
+        return out.popleft()
+
     def _take(self, chunk: Chunk) -> None:
         kind = chunk.type
         if kind == "step-start":

@@ -19,6 +19,7 @@ __all__ = [
     "Scope",
     "Send",
     "dumps",
+    "json_string",
     "parse_json_object",
     "read_body",
     "request_header",
@@ -64,13 +65,22 @@ class HttpError(Exception):
         return out
 
 
+# One encoder for every call: ``json.dumps`` with options builds a new
+# JSONEncoder per call (~1.2 µs of a 3.7 µs chunk frame, measured).
+_ENCODER: Final = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, default=str
+)
+_encode: Final = _ENCODER.encode
+json_string: Final[Callable[[str], str]] = json.encoder.encode_basestring
+"""A str as a JSON string literal, exactly as ``dumps`` writes one (the C
+function ``json`` itself uses with ``ensure_ascii=False``)."""
+
+
 def dumps(value: Any) -> bytes:
     """``value`` as compact JSON text, as JavaScript's ``JSON.stringify`` writes
     it (no spaces, non-ASCII kept). A value JSON cannot hold is written as its
     ``str`` rather than failing the stream."""
-    return json.dumps(
-        value, separators=(",", ":"), ensure_ascii=False, default=str
-    ).encode()
+    return _encode(value).encode()
 
 
 def request_header(scope: Scope, name: bytes) -> bytes | None:

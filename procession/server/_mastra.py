@@ -7,18 +7,20 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .._secrets import redact
-from ..chunks import Chunk, Usage, to_wire
+from ..chunks import Chunk, TextDeltaChunk, TextDeltaPayload, Usage, to_wire
 from ..runtime import Agent, AgentResult
 from ..wire import message_to_wire
-from ._http import dumps
+from ._http import dumps, json_string
 
 __all__ = [
     "DONE_FRAME",
     "KEEPALIVE_FRAME",
+    "MastraFrames",
     "agent_info",
     "error_frame",
     "generate_body",
     "mastra_frame",
+    "plain_delta",
     "usage_wire",
 ]
 
@@ -38,6 +40,63 @@ def mastra_frame(chunk: Chunk, run_id: str) -> bytes:
         wire.setdefault("runId", run_id)
         wire.setdefault("from", "AGENT")
     return b"data: " + dumps(wire) + b"\n\n"
+
+
+def plain_delta(chunk: Chunk) -> TextDeltaChunk | None:
+    """``chunk`` if it is a plain text delta (exactly the class, its payload
+    with no provider metadata and no unknown keys), the chunk the per-run
+    encoders write from its strings; else None."""
+    if type(chunk) is not TextDeltaChunk:
+        return None
+    payload = chunk.payload
+    if (
+        type(payload) is TextDeltaPayload
+        and payload.provider_metadata is None
+        and not payload.extra
+    ):
+        return chunk
+    return None
+
+
+class MastraFrames:
+    """``mastra_frame(chunk, run_id)`` for the chunks of one run, with the
+    envelope's fixed bytes (the type, the run id, ``from``) encoded once per
+    run: a plain text delta (no metadata, nothing extra) costs two JSON
+    strings and a concatenation; every other chunk goes the general way. The
+    bytes are always ``mastra_frame``'s (a property test holds them equal)."""
+
+    __slots__ = ("_bare_head", "_head", "_run_tail", "run_id")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        run = json_string(run_id).encode()
+        # A delta with the run's id: {"type","runId","from","payload"}; one
+        # with none gets the id last (setdefault), as mastra_frame writes it.
+        self._head = (
+            b'data: {"type":"text-delta","runId":' + run + b',"from":"AGENT",'
+            b'"payload":{"id":'
+        )
+        self._bare_head = b'data: {"type":"text-delta","from":"AGENT","payload":{"id":'
+        self._run_tail = b'},"runId":' + run + b"}\n\n"
+
+    def __call__(self, chunk: Chunk) -> bytes:
+        delta = plain_delta(chunk)
+        if (
+            delta is not None
+            and delta.from_ == "AGENT"
+            and delta.metadata is None
+            and not delta.extra
+        ):
+            payload = delta.payload
+            body = (
+                json_string(payload.id) + ',"text":' + json_string(payload.text)
+            ).encode()
+            run_id = delta.run_id
+            if run_id == self.run_id:
+                return self._head + body + b"}}\n\n"
+            if run_id is None:
+                return self._bare_head + body + self._run_tail
+        return mastra_frame(chunk, self.run_id)
 
 
 def error_frame(message: str, run_id: str) -> bytes:

@@ -15,7 +15,6 @@ publish.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
@@ -36,8 +35,15 @@ from ..chunks import (
 from ..runtime import AgentStream
 from ._bus import ReplayGap, RunBusError, RunPublisher, RunSubscription
 from ._http import Receive, Scope, Send, request_header
-from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
-from ._streaming import RunReader, RunRegistry, StreamSettings, watch_disconnect
+from ._mastra import DONE_FRAME
+from ._streaming import (
+    MAX_COALESCED,
+    BodyWriter,
+    RunReader,
+    RunRegistry,
+    StreamSettings,
+    watch_disconnect,
+)
 
 __all__ = [
     "BUS_ERROR_NAME",
@@ -80,8 +86,7 @@ def lost_frames(settings: StreamSettings, run_id: str) -> list[bytes]:
             run_id=run_id,
         ),
     ]
-    frames = [frame for chunk in chunks for frame in settings.encode(chunk)]
-    return [*frames, DONE_FRAME]
+    return [*(settings.encode(chunk) for chunk in chunks), DONE_FRAME]
 
 
 def last_event_id(scope: Scope) -> str | None:
@@ -103,32 +108,38 @@ async def follow_log(
     gap_frame: Callable[[str, str], bytes],
 ) -> None:
     """Write the log's frames (each with its ``id:``) to a started response
-    until the run's log ends, then end the body; a keepalive comment while
-    idle. Behind the buffer: one ``gap_frame(GAP_ERROR_NAME, message)`` and
-    the end; the bus failing: one ``gap_frame(BUS_ERROR_NAME, message)`` and
-    the end. Returns early,
+    until the run's log ends, then end the body; the frames already at hand
+    (a resumer's replay, a burst) in one ``send``, a lone frame at once; a
+    keepalive comment while idle. Behind the buffer: one
+    ``gap_frame(GAP_ERROR_NAME, message)`` and the end; the bus failing: one
+    ``gap_frame(BUS_ERROR_NAME, message)`` and the end. Returns early,
     leaving the body cut, when the client disconnects. Checkpoints."""
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
-        period = settings.keepalive_s if settings.keepalive_s > 0 else math.inf
+        writer = BodyWriter(send, settings.keepalive_s)
+        nursery.start_soon(writer.keep_alive)
         tail = b""
+        ready = subscription.receive_ready
         while True:
-            item: tuple[int | str, bytes] | None = None
-            with trio.move_on_after(period):
-                try:
-                    item = await subscription.receive()
-                except trio.EndOfChannel:
+            try:
+                seq, frame = await subscription.receive()
+            except trio.EndOfChannel:
+                break
+            except ReplayGap as gap:
+                tail = gap_frame(GAP_ERROR_NAME, str(gap))
+                break
+            except RunBusError as exc:
+                logger.error("a follower's run bus failed: %s", exc)
+                tail = gap_frame(BUS_ERROR_NAME, str(exc))
+                break
+            body = _with_id(seq, frame)
+            for _ in range(MAX_COALESCED - 1):
+                item = ready()
+                if item is None:
                     break
-                except ReplayGap as gap:
-                    tail = gap_frame(GAP_ERROR_NAME, str(gap))
-                    break
-                except RunBusError as exc:
-                    logger.error("a follower's run bus failed: %s", exc)
-                    tail = gap_frame(BUS_ERROR_NAME, str(exc))
-                    break
-            body = KEEPALIVE_FRAME if item is None else _with_id(*item)
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-        await send({"type": "http.response.body", "body": tail, "more_body": False})
+                body += _with_id(*item)
+            await writer.write(body)
+        await writer.end(tail)
         nursery.cancel_scope.cancel()
 
 
@@ -169,7 +180,8 @@ async def _read_run(
     What ``put`` raises goes up."""
 
     async def put_chunk(chunk: Chunk) -> None:
-        for frame in settings.encode(chunk):
+        frame = settings.encode(chunk)
+        if frame:
             await put(frame)
 
     try:

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import pathlib
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ async def serve(
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
     backlog: int = 1024,
     graceful_timeout_s: float = 5.0,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``app`` on ``host:port`` with hypercorn's trio worker, in the
     caller's trio run, until ``shutdown_trigger()`` returns (default: SIGINT
@@ -45,6 +47,11 @@ async def serve(
     connections to close. Cancelling the caller stops the server at once
     (connections closed, runs cancelled). Needs the ``server`` extra
     (hypercorn).
+
+    With ``sock`` (a listening socket, as ``procession serve --workers``
+    hands each worker), it serves on that socket instead of binding
+    ``host:port`` (which then only names the address for ``check_bind``), as
+    a worker of hypercorn's own multi-worker mode does.
     """
     check_bind(host, has_tokens=app.auth_required, insecure=insecure)
     try:
@@ -66,8 +73,21 @@ async def serve(
         await trigger()
         app.begin_shutdown()
 
-    # hypercorn types the app with its own scope TypedDicts; ours is the
-    # plain ASGI mapping form of the same protocol.
+    if sock is not None:
+        from hypercorn.config import Sockets
+        from hypercorn.trio.run import worker_serve
+        from hypercorn.utils import wrap_app
+
+        await worker_serve(
+            # hypercorn types the app with its own scope TypedDicts; ours is
+            # the plain ASGI mapping form of the same protocol.
+            wrap_app(app, config.wsgi_max_body_size, "asgi"),  # type: ignore[arg-type]
+            config,
+            sockets=Sockets([], [sock], []),
+            shutdown_trigger=shutdown,
+            task_status=task_status,
+        )
+        return
     await hypercorn_serve(
         app,  # type: ignore[arg-type]
         config,

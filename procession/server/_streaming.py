@@ -1,24 +1,37 @@
-"""One streamed response: the run, a disconnect watcher and the writer in one
-nursery per request.
+"""One streamed response: the run read and written in the request's own task,
+beside a disconnect watcher and a timer (keepalives, the graceful shutdown),
+in one nursery per request.
 
+* The path of a chunk is one task: the request's task reads the run
+  (``AgentStream.__anext__``, where fused processors run too), encodes the
+  chunk and awaits the ASGI ``send``. No task hop, no cancel scope per chunk.
+* Coalescing without read-ahead: the chunks the run already holds at hand
+  (``AgentStream.next_ready``: an adaptive batch, a burst the model sent in
+  one read) leave with the chunk just read in one ``send``; a lone chunk
+  leaves at once. Nothing waits for more.
+* Backpressure end to end: the next chunk is read only after the ``send``
+  of the last returned, so a client that stops reading stalls the model
+  read. Per connection the server holds the chunks the run had at hand (at
+  most the output pipeline's batch, ``AT_HAND``), their frames, and what the
+  socket buffer holds.
 * A client that disconnects (ASGI ``http.disconnect``; hypercorn drops writes
   to a closed connection silently, so it must be watched for) cancels the
-  nursery: leaving the run's ``async with`` cancels the run, its processors
-  and the provider's stream.
-* Backpressure end to end: the run's reader hands chunks to the writer over
-  an unbuffered channel and the writer awaits each ``send``, so a client that
-  stops reading stalls the model read. Per connection at most one chunk is in
-  hand in the reader, one in the writer, plus the frames of that chunk and
-  what the server's socket buffer holds.
-* While no chunk comes for ``keepalive_s``, the writer sends an SSE comment.
-* A graceful shutdown cancels the run (``stream.cancel()``): its last chunk is
-  an ``abort``, written like any other, then ``data: [DONE]``.
+  nursery at once: leaving the run's ``async with`` cancels the run, its
+  processors and the provider's stream.
+* While nothing was sent for ``keepalive_s``, the timer sends an SSE
+  comment (never in the middle of a frame: the two take turns).
+* A cancel (the cancel route, a chat's stop, the graceful shutdown) cancels
+  the run (``stream.cancel()``) and cuts off a read in progress, which may be
+  a processor hook blocked in this very task (``RunReader``); the run's last
+  chunk is then its ``abort``, written like any other, then ``data: [DONE]``.
+* ``create_app(step_text="hold")`` reads the run through ``HeldSteps``: each
+  step leaves at its ``step-finish``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
@@ -33,6 +46,8 @@ from ._http import Headers, Receive, Send
 from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
 
 __all__ = [
+    "MAX_COALESCED",
+    "BodyWriter",
     "RunReader",
     "RunRegistry",
     "StreamSettings",
@@ -42,6 +57,9 @@ __all__ = [
 
 logger: Final = get_logger("procession.server")
 
+MAX_COALESCED: Final = 64
+"""At most this many chunks (or log frames) at hand go out in one ``send``."""
+
 
 @attrs.define(eq=False)
 class RunReader:
@@ -50,17 +68,20 @@ class RunReader:
     task (``stream.cancel()`` alone ends the run when such a hook returns:
     the hook is the reader's, not the run's). One scope per run, none per
     chunk; the scope is cancelled only while a read is in progress, so a
-    chunk already read is never lost in its hand-over."""
+    chunk already read is never lost on its way out."""
 
     stream: AgentStream
     hold: bool = False
     """Hold each step until its ``step-finish`` (``create_app(step_text=)``)."""
     chunks: AsyncIterator[Chunk] = attrs.field(init=False)
+    next_ready: Callable[[], Chunk | None] = attrs.field(init=False)
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     reading: bool = False
 
     def __attrs_post_init__(self) -> None:
-        self.chunks = HeldSteps(self.stream) if self.hold else self.stream
+        held = HeldSteps(self.stream) if self.hold else None
+        self.chunks = held if held is not None else self.stream
+        self.next_ready = (held if held is not None else self.stream).next_ready
 
     async def cancel(self) -> None:
         """Cancel the run (``stream.cancel()``) and cut off the read in
@@ -69,21 +90,28 @@ class RunReader:
         if self.reading:
             self.scope.cancel()
 
+    async def _read(self) -> Chunk:
+        self.reading = True
+        try:
+            return await self.chunks.__anext__()
+        finally:
+            self.reading = False
+
     async def relay(self, put: Callable[[Chunk], Awaitable[object]]) -> None:
         """Hand every chunk of the run to ``put``, in order, each once; after
         a cancel, the run's last chunk is its ``abort``. What ``put`` or the
         run raises goes up. Checkpoints (each read and ``put``)."""
         chunk: Chunk | None = None
         with self.scope:
-            self.reading = True
-            async for chunk in self.chunks:
-                self.reading = False
+            while True:
+                try:
+                    chunk = await self._read()
+                except StopAsyncIteration:
+                    return
                 if self.scope.cancel_called:
                     break  # put it outside the scope: never cut off
                 await put(chunk)
                 chunk = None
-                self.reading = True
-        self.reading = False
         if chunk is not None:
             await put(chunk)
         # A read cut off loses nothing (the run's guarantee): the next one is
@@ -91,12 +119,58 @@ class RunReader:
         async for chunk in self.chunks:
             await put(chunk)
 
+    async def write(
+        self, writer: BodyWriter, encode: Callable[[Chunk], bytes]
+    ) -> Exception | None:
+        """Write the run's frames to ``writer`` until it ends: each chunk read
+        with the chunks then at hand (``next_ready``, at most
+        ``MAX_COALESCED``) in one ``write``; as ``relay`` after a cancel.
+        None at the run's end, or the exception the run raised (what
+        ``writer`` raises goes up). Checkpoints in every read and write."""
+        next_ready = self.next_ready
+        body = b""
+        with self.scope:
+            while True:
+                try:
+                    chunk = await self._read()
+                except StopAsyncIteration:
+                    return None
+                except Exception as exc:
+                    return exc
+                body = encode(chunk)
+                taken = 1
+                while taken < MAX_COALESCED:
+                    more = next_ready()
+                    if more is None:
+                        break
+                    body += encode(more)
+                    taken += 1
+                if self.scope.cancel_called:
+                    break  # write it outside the scope: never cut off
+                if body:
+                    await writer.write(body)
+                body = b""
+        if body:
+            await writer.write(body)
+        while True:
+            try:
+                chunk = await self.chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+            except Exception as exc:
+                return exc
+            body = encode(chunk)
+            if body:
+                await writer.write(body)
+
     async def result(self) -> AgentResult:
         """``stream.result()``, cut off by a cancel like ``relay``."""
         with self.scope:
             self.reading = True
-            return await self.stream.result()
-        self.reading = False
+            try:
+                return await self.stream.result()
+            finally:
+                self.reading = False
         return await self.stream.result()
 
 
@@ -126,18 +200,14 @@ class RunRegistry:
 
 @attrs.frozen(kw_only=True)
 class StreamSettings:
-    """How a streamed response is framed: its headers, the frames of a chunk,
-    the frame for a failure of the server itself, and the keepalive period."""
+    """How a streamed response is framed: its headers, the frames of a chunk
+    (joined; ``b""`` for a chunk the protocol does not send), the frame for a
+    failure of the server itself, and the keepalive period."""
 
     headers: Headers
-    encode: Callable[[Chunk], Iterable[bytes]]
+    encode: Callable[[Chunk], bytes]
     failure_frame: Callable[[str], bytes]
     keepalive_s: float
-
-
-@attrs.frozen
-class _Failure:
-    message: str
 
 
 async def watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
@@ -148,6 +218,75 @@ async def watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
         if message["type"] == "http.disconnect":
             scope.cancel()
             return
+
+
+class BodyWriter:
+    """The body of one started response, written by the request's task
+    (``write``) and, while that task waits for the run, by a timer task
+    (``keep_alive``): the two never send at once.
+
+    ``write`` costs one ASGI ``send`` and, with keepalives on, one clock
+    read; it checkpoints in ``send`` (waiting while the client does not
+    read)."""
+
+    __slots__ = ("_free", "_keepalive", "_last", "_message", "_send", "_sending")
+
+    def __init__(self, send: Send, keepalive_s: float) -> None:
+        self._send = send
+        self._keepalive = keepalive_s if keepalive_s > 0 else math.inf
+        self._last = trio.current_time() if keepalive_s > 0 else 0.0
+        self._sending = False
+        self._free: trio.Event | None = None
+
+    async def write(self, body: bytes) -> None:
+        """Send ``body`` (more to come), after a keepalive on its way.
+        Checkpoints; cancelled, the body may be cut."""
+        if self._sending:  # a keepalive is on its way: after it
+            await self._wait_free()
+        self._sending = True
+        try:
+            await self._send(
+                {"type": "http.response.body", "body": body, "more_body": True}
+            )
+        finally:
+            self._sending = False
+            if self._keepalive != math.inf:
+                self._last = trio.current_time()
+            if self._free is not None:
+                self._free.set()
+                self._free = None
+
+    async def end(self, body: bytes = b"") -> None:
+        """Send the body's last bytes; nothing may be written after.
+        Checkpoints."""
+        if self._sending:
+            await self._wait_free()
+        self._sending = True
+        await self._send(
+            {"type": "http.response.body", "body": body, "more_body": False}
+        )
+
+    async def _wait_free(self) -> None:
+        while self._sending:
+            if self._free is None:
+                self._free = trio.Event()
+            await self._free.wait()
+
+    async def keep_alive(self, shutdown: trio.Event | None = None) -> None:
+        """Send a keepalive comment whenever nothing was sent for the
+        period, until ``shutdown`` is set (then return) or the caller is
+        cancelled. One cancel scope per period, none per chunk."""
+        never = trio.Event()
+        waited = shutdown if shutdown is not None else never
+        while True:
+            with trio.move_on_at(self._last + self._keepalive):
+                await waited.wait()
+                return
+            if self._sending:  # a frame is on its way (the client may not read)
+                await self._wait_free()
+            elif trio.current_time() >= self._last + self._keepalive:
+                await self.write(KEEPALIVE_FRAME)
+            # else a frame went out meanwhile: wait from then
 
 
 async def stream_response(
@@ -163,8 +302,8 @@ async def stream_response(
 ) -> None:
     """Stream the run ``run`` (an ``agent.stream(...)`` not yet entered) as
     a 200 SSE response framed by ``settings``, registered in ``registry``
-    under ``key`` while it runs; returns when the response is
-    complete or the client left. A run that ends (any outcome) is followed by
+    under ``key`` while it runs; returns when the response is complete or
+    the client left. A run that ends (any outcome) is followed by
     ``data: [DONE]``; a failure of the server itself while streaming is one
     error frame, logged with its traceback, and no ``[DONE]``.
 
@@ -181,71 +320,36 @@ async def stream_response(
                     "headers": settings.headers,
                 }
             )
-            to_writer, from_reader = trio.open_memory_channel[Chunk | _Failure](0)
+            writer = BodyWriter(send, settings.keepalive_s)
             nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
-            nursery.start_soon(_cancel_on_shutdown, shutdown, reader)
-            nursery.start_soon(_read_run, reader, to_writer)
-            clean = await _write(send, from_reader, settings)
-            await send(
-                {
-                    "type": "http.response.body",
-                    "body": DONE_FRAME if clean else b"",
-                    "more_body": False,
-                }
-            )
+            nursery.start_soon(_timer, writer, shutdown, reader)
+            clean = await write_run(reader, writer, settings)
+            await writer.end(DONE_FRAME if clean else b"")
             nursery.cancel_scope.cancel()
         finally:
             registry.streams.pop(key, None)
 
 
-async def _read_run(
-    reader: RunReader, to_writer: trio.MemorySendChannel[Chunk | _Failure]
-) -> None:
-    with to_writer:
-        try:
-            await reader.relay(to_writer.send)
-        except Exception as exc:
-            logger.exception("run %s failed while streaming", reader.stream.run_id)
-            await to_writer.send(_Failure(f"{type(exc).__name__}: {exc}"))
-
-
-async def _cancel_on_shutdown(shutdown: trio.Event, reader: RunReader) -> None:
-    await shutdown.wait()
+async def _timer(writer: BodyWriter, shutdown: trio.Event, reader: RunReader) -> None:
+    """Keepalives until the graceful shutdown, which cancels the run."""
+    await writer.keep_alive(shutdown)
     await reader.cancel()
 
 
-async def _write(
-    send: Send,
-    from_reader: trio.MemoryReceiveChannel[Chunk | _Failure],
-    settings: StreamSettings,
+async def write_run(
+    reader: RunReader, writer: BodyWriter, settings: StreamSettings
 ) -> bool:
-    """Write frames until the run ends; True if it ended cleanly."""
-    period = settings.keepalive_s if settings.keepalive_s > 0 else math.inf
-    while True:
-        item: Chunk | _Failure | None = None
-        with trio.move_on_after(period):
-            try:
-                item = await from_reader.receive()
-            except trio.EndOfChannel:
-                return True
-        if item is None:
-            await send(
-                {
-                    "type": "http.response.body",
-                    "body": KEEPALIVE_FRAME,
-                    "more_body": True,
-                }
-            )
-            continue
-        if isinstance(item, _Failure):
-            await send(
-                {
-                    "type": "http.response.body",
-                    "body": settings.failure_frame(item.message),
-                    "more_body": True,
-                }
-            )
-            return False
-        body = b"".join(settings.encode(item))
-        if body:
-            await send({"type": "http.response.body", "body": body, "more_body": True})
+    """Write the run's frames until it ends, the chunks at hand together;
+    True if it ended cleanly, False after the failure frame of a run that
+    raised (logged with its traceback). Checkpoints in every read and
+    ``send``; cancelled, the run's chunk in hand is lost with the response."""
+    failure = await reader.write(writer, settings.encode)
+    if failure is None:
+        return True
+    logger.error(
+        "run %s failed while streaming",
+        reader.stream.run_id,
+        exc_info=(type(failure), failure, failure.__traceback__),
+    )
+    await writer.write(settings.failure_frame(f"{type(failure).__name__}: {failure}"))
+    return False

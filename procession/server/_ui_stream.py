@@ -31,8 +31,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .._secrets import redact
-from ..chunks import Chunk, to_wire
-from ._http import dumps
+from ..chunks import Chunk, TextDeltaChunk, to_wire
+from ._http import dumps, json_string
+from ._mastra import plain_delta
 
 __all__ = [
     "UI_STREAM_HEADERS",
@@ -40,6 +41,7 @@ __all__ = [
     "approval_id",
     "ui_chunks",
     "ui_frame",
+    "ui_frames",
 ]
 
 UI_STREAM_HEADERS: Final = [
@@ -292,6 +294,16 @@ class UiStreamEncoder:
             out = [*ends, *out]
         return out
 
+    def frames(self, chunk: Chunk) -> bytes:
+        """The SSE frames of ``self(chunk)``, joined (``b""`` for none); a
+        plain text delta written straight from its two strings
+        (``ui_frames``)."""
+        if self._continues is None:
+            delta = plain_delta(chunk)
+            if delta is not None:
+                return _delta_frame(delta)
+        return b"".join([ui_frame(c) for c in self(chunk)])
+
 
 def approval_id(run_id: str | None, tool_call_id: str) -> str:
     """The AI SDK ``approvalId`` of a waiting call: ``<runId>::<toolCallId>``
@@ -303,3 +315,24 @@ def ui_frame(value: Mapping[str, Any]) -> bytes:
     """One SSE frame, ``data: <json>\\n\\n``, as the AI SDK's
     ``JsonToSseTransformStream`` writes it."""
     return b"data: " + dumps(value) + b"\n\n"
+
+
+def ui_frames(chunk: Chunk) -> bytes:
+    """The SSE frames of ``ui_chunks(chunk)``, joined (``b""`` for none). A
+    plain text delta (no provider metadata, nothing extra) is written
+    straight from its two strings; the bytes are always those of
+    ``ui_frame`` over ``ui_chunks`` (a property test holds them equal)."""
+    delta = plain_delta(chunk)
+    if delta is not None:
+        return _delta_frame(delta)
+    return b"".join([ui_frame(c) for c in ui_chunks(chunk)])
+
+
+def _delta_frame(delta: TextDeltaChunk) -> bytes:
+    return (
+        'data: {"type":"text-delta","id":'
+        + json_string(delta.payload.id)
+        + ',"delta":'
+        + json_string(delta.payload.text)
+        + "}\n\n"
+    ).encode()

@@ -5,6 +5,7 @@ per-thread lock."""
 from __future__ import annotations
 
 import datetime as _dt
+from typing import Any
 
 import pytest
 import trio
@@ -18,6 +19,7 @@ from procession.memory import (
     MemoryStorage,
     MessageHistory,
     MissingThreadError,
+    ThreadLeases,
     ThreadOwnershipError,
     WorkingMemory,
     memory_ids,
@@ -234,3 +236,80 @@ async def test_runs_on_one_thread_take_turns(storage: MemoryStorage) -> None:
         release_first.set()
     assert seen == {"first": [], "second": ["first?", "first!"], "elsewhere": []}
     assert memory._locks == {}
+
+
+async def test_a_thread_lease_has_one_holder_at_a_time(storage: MemoryStorage) -> None:
+    """The lease row behind runs on one thread taking turns across
+    processes: one holder until it gives the lease back or lets it lapse."""
+    assert isinstance(storage, ThreadLeases)
+    await storage.migrate()
+    assert await storage.acquire_thread_lease("t", "a", 30)
+    assert await storage.acquire_thread_lease("t", "a", 30)  # a has it already
+    assert not await storage.acquire_thread_lease("t", "b", 30)
+    assert await storage.acquire_thread_lease("u", "b", 30)  # another thread
+    assert await storage.renew_thread_lease("t", "a", 30)
+    assert not await storage.renew_thread_lease("t", "b", 30)
+    await storage.release_thread_lease("t", "b")  # not b's: nothing
+    assert not await storage.acquire_thread_lease("t", "b", 30)
+    await storage.release_thread_lease("t", "a")
+    assert await storage.acquire_thread_lease("t", "b", 0)  # lapses at once
+    assert await storage.acquire_thread_lease("t", "c", 30)
+    assert not await storage.renew_thread_lease("t", "b", 30)
+
+
+class _CountedLeases:
+    """A storage's leases, with the refused tries counted."""
+
+    def __init__(self, storage: Any) -> None:
+        self._storage = storage
+        self.refused = 0
+        self.twice_refused = trio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    async def acquire_thread_lease(
+        self, thread_id: str, holder: str, ttl_s: float
+    ) -> bool:
+        taken: bool = await self._storage.acquire_thread_lease(thread_id, holder, ttl_s)
+        if not taken:
+            self.refused += 1
+            if self.refused == 2:
+                self.twice_refused.set()
+        return taken
+
+    async def renew_thread_lease(
+        self, thread_id: str, holder: str, ttl_s: float
+    ) -> bool:
+        renewed: bool = await self._storage.renew_thread_lease(thread_id, holder, ttl_s)
+        return renewed
+
+    async def release_thread_lease(self, thread_id: str, holder: str) -> None:
+        await self._storage.release_thread_lease(thread_id, holder)
+
+
+async def test_runs_on_one_thread_wait_for_another_holder_of_the_lease(
+    storage: MemoryStorage,
+) -> None:
+    """A holder elsewhere (another process, as far as the storage can tell)
+    keeps this process's run waiting until it gives the thread back."""
+    assert isinstance(storage, ThreadLeases)
+    counted = _CountedLeases(storage)
+    memory = Memory(storage=counted)
+    await storage.migrate()
+    assert await storage.acquire_thread_lease("t", "elsewhere", 30)
+    entered = trio.Event()
+
+    async def run() -> None:
+        async with memory.thread_lock("t"):
+            entered.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await counted.twice_refused.wait()
+            assert not entered.is_set()
+            await storage.release_thread_lease("t", "elsewhere")
+            await entered.wait()
+    # Given back at the end of the block: free for anyone.
+    assert await storage.acquire_thread_lease("t", "next", 30)
