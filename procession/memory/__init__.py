@@ -53,6 +53,7 @@ from ._values import RunRecord as RunRecord
 from ._values import RunStatus as RunStatus
 from ._values import Thread as Thread
 from ._values import ToolDecision as ToolDecision
+from ._values import ToolRecord as ToolRecord
 
 __all__ = [
     "DEFAULT_WORKING_MEMORY_TEMPLATE",
@@ -77,6 +78,7 @@ __all__ = [
     "ThreadLeases",
     "ThreadOwnershipError",
     "ToolDecision",
+    "ToolRecord",
     "UPDATE_WORKING_MEMORY",
     "WorkingMemory",
     "WorkingMemoryTool",

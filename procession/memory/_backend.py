@@ -9,9 +9,18 @@ import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import attrs
+
 from ..messages import Message
 from . import _runs, _sql
-from ._values import Resource, RunRecord, RunStatus, Thread, ToolDecision
+from ._values import (
+    Resource,
+    RunRecord,
+    RunStatus,
+    Thread,
+    ToolDecision,
+    ToolRecord,
+)
 
 __all__ = ["SqlBackend", "utc_now"]
 
@@ -168,6 +177,103 @@ class SqlBackend(abc.ABC):
                 c, d, run_id, epoch, thread_id, resource_id, batch, now
             )
         )
+
+    # --- durable runs (RunStorage) -----------------------------------------------
+
+    async def start_run(self, run: RunRecord, *, lease_s: float) -> RunRecord:
+        """See ``RunStorage.start_run``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        run = attrs.evolve(run, lease_until=now + _dt.timedelta(seconds=lease_s))
+        return await self._run(lambda c: _runs.start_run(c, d, run, now))
+
+    async def checkpoint_run(
+        self,
+        run_id: str,
+        *,
+        epoch: int,
+        snapshot: Mapping[str, Any],
+        owner: str,
+        lease_s: float,
+        host: Mapping[str, Any] | None = None,
+    ) -> None:
+        """See ``RunStorage.checkpoint_run``. Checkpoints."""
+        d, now, data = self._dialect, utc_now(), dict(snapshot)
+        lease_until = now + _dt.timedelta(seconds=lease_s)
+        kept = dict(host) if host is not None else None
+        await self._run(
+            lambda c: _runs.checkpoint_run(
+                c, d, run_id, epoch, data, owner, lease_until, kept, now
+            )
+        )
+
+    async def record_attempt(
+        self, run_id: str, *, epoch: int, attempt: Mapping[str, Any]
+    ) -> None:
+        """See ``RunStorage.record_attempt``. Checkpoints."""
+        d, now, data = self._dialect, utc_now(), dict(attempt)
+        await self._run(lambda c: _runs.record_attempt(c, d, run_id, epoch, data, now))
+
+    async def renew_run(
+        self, run_id: str, *, epoch: int, owner: str, lease_s: float
+    ) -> bool:
+        """See ``RunStorage.renew_run``. Checkpoints."""
+        d = self._dialect
+        lease_until = utc_now() + _dt.timedelta(seconds=lease_s)
+        return await self._run(
+            lambda c: _runs.renew_run(c, d, run_id, epoch, owner, lease_until)
+        )
+
+    async def release_run(self, run_id: str, *, epoch: int) -> bool:
+        """See ``RunStorage.release_run``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        return await self._run(lambda c: _runs.release_run(c, d, run_id, epoch, now))
+
+    async def lapsed_runs(
+        self, agent_ids: Sequence[str], *, limit: int = 100
+    ) -> list[RunRecord]:
+        """See ``RunStorage.lapsed_runs``. Checkpoints."""
+        d, now, ids = self._dialect, utc_now(), list(agent_ids)
+        return await self._run(lambda c: _runs.lapsed_runs(c, d, ids, now, limit))
+
+    async def take_over(
+        self,
+        run_id: str,
+        *,
+        expected_epoch: int,
+        owner: str,
+        lease_s: float,
+    ) -> RunRecord | None:
+        """See ``RunStorage.take_over``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        lease_until = now + _dt.timedelta(seconds=lease_s)
+        return await self._run(
+            lambda c: _runs.take_over(
+                c, d, run_id, expected_epoch, owner, lease_until, now
+            )
+        )
+
+    async def tool_started(self, run_id: str, *, epoch: int, tool_call_id: str) -> None:
+        """See ``RunStorage.tool_started``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        await self._run(
+            lambda c: _runs.tool_started(c, d, run_id, epoch, tool_call_id, now)
+        )
+
+    async def tool_finished(
+        self, run_id: str, *, epoch: int, tool_call_id: str, ok: bool, result: Any
+    ) -> None:
+        """See ``RunStorage.tool_finished``. Checkpoints."""
+        d, now = self._dialect, utc_now()
+        await self._run(
+            lambda c: _runs.tool_finished(
+                c, d, run_id, epoch, tool_call_id, ok, result, now
+            )
+        )
+
+    async def tool_records(self, run_id: str) -> list[ToolRecord]:
+        """See ``RunStorage.tool_records``. Checkpoints."""
+        d = self._dialect
+        return await self._run(lambda c: _runs.tool_records(c, d, run_id))
 
     # --- thread leases (ThreadLeases) ---------------------------------------------
 

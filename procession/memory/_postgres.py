@@ -22,7 +22,7 @@ import trio
 from .._errors import ConfigurationError, StorageError, StorageUnavailableError
 from .._secrets import REDACTED, redact, register_secret
 from ..messages import Message
-from . import _sql
+from . import _runs, _sql
 from ._backend import SqlBackend
 from ._values import Thread
 
@@ -35,7 +35,7 @@ _SCHEMA_LOCK_KEY = 0x70726F63
 
 
 def postgres_schema(*, own_schema: bool = False) -> _sql.Schema:
-    """Schema version 2 in PostgreSQL's types; with ``own_schema``, it creates
+    """Schema version 3 in PostgreSQL's types; with ``own_schema``, it creates
     the PostgreSQL schema that holds the tables too.
 
     JSON, not JSONB: JSONB rewrites numbers (a float ``4.786337815060274e16``
@@ -64,8 +64,9 @@ def postgres_schema(*, own_schema: bool = False) -> _sql.Schema:
             "ON {messages} (thread_id, created_at, seq)",
             *_RUN_TABLES,
             _LEASES,
+            *_DURABLE,
         ),
-        upgrades={1: (*_RUN_TABLES, _LEASES)},
+        upgrades={1: (*_RUN_TABLES, _LEASES), 2: _DURABLE},
     )
 
 
@@ -84,6 +85,9 @@ _RUN_TABLES: Final = (
 )
 
 _LEASES = _sql.LEASES_TABLE.replace("{timestamp}", "TIMESTAMPTZ")
+
+# Schema version 3: durable runs (their lease, attempt, host; their tool calls).
+_DURABLE: Final = _runs.durable_statements(json="JSON", timestamp="TIMESTAMPTZ")
 
 
 def _import_driver() -> tuple[Any, Any]:
@@ -139,6 +143,7 @@ class _Dialect:
             threads=f"{s}.procession_threads",
             messages=f"{s}.procession_messages",
             runs=f"{s}.procession_runs",
+            tool_runs=f"{s}.procession_tool_runs",
             decisions=f"{s}.procession_tool_decisions",
             leases=f"{s}.procession_thread_leases",
         )

@@ -5,7 +5,7 @@ These functions block; the backends run them in a worker thread. A ``Dialect``
 says what differs between the two databases (placeholders, column types, how a
 transaction starts, how a timestamp or a JSON value crosses the driver).
 
-The schema (version 2), with Mastra's column names in snake_case::
+The schema (version 3), with Mastra's column names in snake_case::
 
     procession_schema    (version)
     procession_resources (id, working_memory, metadata, created_at, updated_at)
@@ -14,14 +14,18 @@ The schema (version 2), with Mastra's column names in snake_case::
     procession_messages  (id, thread_id, resource_id, role, type, content,
                           created_at)
     procession_runs      (id, agent_id, resource_id, thread_id, status,
-                          snapshot, pending, epoch, created_at, updated_at)
+                          snapshot, pending, epoch, created_at, updated_at,
+                          durable, owner, lease_until, attempt, host)
     procession_tool_decisions (run_id, tool_call_id, decision, reason, data,
                           decided_by, decided_at)
     procession_thread_leases (thread_id, holder, expires_at)
+    procession_tool_runs (run_id, tool_call_id, state, ok, result, epoch,
+                          started_at, finished_at)
 
-Version 2 added the last three (``_runs``: runs waiting for a person; the
-leases: one run at a time on a thread, across processes); a version 1
-database is upgraded by ``migrate()``.
+Version 2 added the runs, the decisions and the thread leases (``_runs``:
+runs waiting for a person; the leases: one run at a time on a thread, across
+processes); version 3 the durable runs' columns and their tool records. An
+older database is upgraded by ``migrate()``.
 
 ``content`` holds the whole ``MastraDBMessage`` JSON (``message_to_wire``), so
 a message reads back exactly, keys this library does not model included; the
@@ -68,7 +72,7 @@ __all__ = [
     "update_working_memory",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _TICK = _dt.timedelta(microseconds=1)
 _THREAD_COLUMNS = "id, resource_id, title, metadata, created_at, updated_at"
 _RESOURCE_COLUMNS = "id, working_memory, metadata, created_at, updated_at"

@@ -28,7 +28,7 @@ from .._errors import (
     StorageUnavailableError,
 )
 from ..messages import Message
-from . import _sql
+from . import _runs, _sql
 from ._backend import SqlBackend
 from ._values import Thread
 
@@ -41,7 +41,7 @@ _PROGRESS_EVERY = 1000
 
 
 def sqlite_schema() -> _sql.Schema:
-    """Schema version 2 in SQLite's types (JSON as TEXT, ISO-8601 UTC
+    """Schema version 3 in SQLite's types (JSON as TEXT, ISO-8601 UTC
     timestamps of fixed width, so text order is time order)."""
     return _sql.Schema(
         version=_sql.SCHEMA_VERSION,
@@ -62,8 +62,9 @@ def sqlite_schema() -> _sql.Schema:
             "ON {messages} (thread_id, created_at)",
             *_RUN_TABLES,
             _LEASES,
+            *_DURABLE,
         ),
-        upgrades={1: (*_RUN_TABLES, _LEASES)},
+        upgrades={1: (*_RUN_TABLES, _LEASES), 2: _DURABLE},
     )
 
 
@@ -82,6 +83,9 @@ _RUN_TABLES: Final = (
 )
 
 _LEASES = _sql.LEASES_TABLE.replace("{timestamp}", "TEXT")
+
+# Schema version 3: durable runs (their lease, attempt, host; their tool calls).
+_DURABLE: Final = _runs.durable_statements(json="TEXT", timestamp="TEXT")
 
 
 class _Abandoned(Exception):
@@ -114,6 +118,7 @@ class _Dialect:
             threads="procession_threads",
             messages="procession_messages",
             runs="procession_runs",
+            tool_runs="procession_tool_runs",
             decisions="procession_tool_decisions",
             leases="procession_thread_leases",
         )

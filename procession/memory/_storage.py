@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..messages import Message
-from ._values import Resource, RunRecord, RunStatus, Thread, ToolDecision
+from ._values import (
+    Resource,
+    RunRecord,
+    RunStatus,
+    Thread,
+    ToolDecision,
+    ToolRecord,
+)
 
 __all__ = ["MemoryStorage", "RunStorage", "ThreadLeases"]
 
@@ -178,6 +185,85 @@ class RunStorage(Protocol):
         """Save the rest of the turn and mark the run ended, in ONE
         transaction, if the caller still holds it at ``epoch``
         (``RunLostError`` otherwise: nothing written). Checkpoints."""
+        ...
+
+    # --- durable runs ---------------------------------------------------------
+
+    async def start_run(self, run: RunRecord, *, lease_s: float) -> RunRecord:
+        """Keep a new durable run: ``running`` at epoch 0, held by
+        ``run.owner`` for ``lease_s`` seconds (the storage's clock), its
+        first checkpoint ``run.snapshot``, in ONE transaction
+        (``StorageError`` if a run with its id exists). Checkpoints."""
+        ...
+
+    async def checkpoint_run(
+        self,
+        run_id: str,
+        *,
+        epoch: int,
+        snapshot: Mapping[str, Any],
+        owner: str,
+        lease_s: float,
+        host: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Replace the run's checkpoint (clearing its attempt record) and
+        renew ``owner``'s lease for ``lease_s``; it becomes durable. Fenced:
+        ``RunLostError`` unless the run is ``running`` at ``epoch``.
+        Checkpoints."""
+        ...
+
+    async def record_attempt(
+        self, run_id: str, *, epoch: int, attempt: Mapping[str, Any]
+    ) -> None:
+        """Keep what the step in flight did since the last checkpoint.
+        Fenced. Checkpoints."""
+        ...
+
+    async def renew_run(
+        self, run_id: str, *, epoch: int, owner: str, lease_s: float
+    ) -> bool:
+        """Extend ``owner``'s lease to ``lease_s`` from now; False when it
+        holds the run no more. Checkpoints."""
+        ...
+
+    async def release_run(self, run_id: str, *, epoch: int) -> bool:
+        """Let the lease lapse now (a hand-over); False when the caller held
+        the run no more. Checkpoints."""
+        ...
+
+    async def lapsed_runs(
+        self, agent_ids: Sequence[str], *, limit: int = 100
+    ) -> list[RunRecord]:
+        """The durable runs of ``agent_ids`` whose lease has lapsed, oldest
+        lapse first. Checkpoints."""
+        ...
+
+    async def take_over(
+        self,
+        run_id: str,
+        *,
+        expected_epoch: int,
+        owner: str,
+        lease_s: float,
+    ) -> RunRecord | None:
+        """Take a lapsed durable run for ``owner`` (its lease ``lease_s``):
+        a compare-and-set on its epoch and lease; the run at its new epoch,
+        or None when it was not there to take. Checkpoints."""
+        ...
+
+    async def tool_started(self, run_id: str, *, epoch: int, tool_call_id: str) -> None:
+        """Record that a tool call is about to run. Fenced. Checkpoints."""
+        ...
+
+    async def tool_finished(
+        self, run_id: str, *, epoch: int, tool_call_id: str, ok: bool, result: Any
+    ) -> None:
+        """Record a tool call's outcome (``result`` JSON). Fenced.
+        Checkpoints."""
+        ...
+
+    async def tool_records(self, run_id: str) -> list[ToolRecord]:
+        """The run's tool call records. Checkpoints."""
         ...
 
 

@@ -10,7 +10,14 @@ from typing import Any, Literal
 
 import attrs
 
-__all__ = ["Resource", "RunRecord", "RunStatus", "Thread", "ToolDecision"]
+__all__ = [
+    "Resource",
+    "RunRecord",
+    "RunStatus",
+    "Thread",
+    "ToolDecision",
+    "ToolRecord",
+]
 
 RunStatus = Literal["waiting", "running", "ended"]
 """A stored run: ``waiting`` for an answer, ``running`` (claimed by the
@@ -51,14 +58,24 @@ class Resource:
 @attrs.frozen(kw_only=True)
 class RunRecord:
     """A run kept in storage because it waits for a person (a tool call that
-    needs approval, a tool that suspended itself), or kept after it ended so
-    that its decisions can be told apart from runs that never existed.
+    needs approval, a tool that suspended itself), because it is durable (its
+    checkpoints, so that another process can take it over), or kept after it
+    ended so that its decisions can be told apart from runs that never
+    existed.
 
     ``snapshot`` is the run's state as JSON (procession.runtime makes and reads
     it; the storage keeps it whole), ``None`` once the run ended. ``pending``
     lists the waiting calls as JSON objects (``toolCallId``, ``toolName``,
     ``args``, ``kind``, ...). ``epoch`` grows by one each time the run is
-    claimed: a continuation writes only while the epoch is still its own."""
+    claimed: a continuation writes only while the epoch is still its own.
+
+    A durable run (``durable``) is ``running`` while it executes: ``owner``
+    (the executing process) holds it until ``lease_until`` and renews that;
+    once the lease lapses, another process may take it over (the epoch moves
+    on, fencing out the old owner's writes). ``attempt`` is what the step in
+    flight has done since the last checkpoint (the model's answer when it
+    called tools), ``host`` what the host (a server) needs to go on serving
+    the run (opaque to the storage)."""
 
     id: str
     agent_id: str
@@ -68,8 +85,28 @@ class RunRecord:
     snapshot: Mapping[str, Any] | None = None
     pending: tuple[Mapping[str, Any], ...] = ()
     epoch: int = 0
+    durable: bool = False
+    owner: str | None = None
+    lease_until: _dt.datetime | None = None
+    attempt: Mapping[str, Any] | None = None
+    host: Mapping[str, Any] | None = None
     created_at: _dt.datetime
     updated_at: _dt.datetime
+
+
+@attrs.frozen(kw_only=True)
+class ToolRecord:
+    """A durable run's tool call as its storage recorded it: ``started``
+    (it was running when last heard of) or ``done`` with its outcome
+    (``ok``, and ``result``: the value, or ``{"name", "message"}`` of the
+    error it raised)."""
+
+    run_id: str
+    tool_call_id: str
+    state: Literal["started", "done"]
+    ok: bool | None = None
+    result: Any = None
+    epoch: int
 
 
 @attrs.frozen(kw_only=True)

@@ -211,6 +211,7 @@ async def test_two_answers_at_the_same_moment_one_wins(backend: Backend) -> None
 
 
 async def test_a_version_1_database_is_upgraded_by_migrate(backend: Backend) -> None:
+    """Through every version since (2: runs and leases, 3: durable runs)."""
     if backend.name == "sqlite-memory":
         pytest.skip("a ':memory:' database cannot be reopened by another storage")
     import attrs
@@ -218,12 +219,12 @@ async def test_a_version_1_database_is_upgraded_by_migrate(backend: Backend) -> 
     from procession.memory import SchemaVersionError
 
     old: Any = backend()
-    v2 = old._schema
-    runs_tables = set(v2.upgrades[1])
+    current = old._schema
+    later = {s for v in current.upgrades.values() for s in v}
     old._schema = attrs.evolve(
-        v2,
+        current,
         version=1,
-        create=tuple(s for s in v2.create if s not in runs_tables),
+        create=tuple(s for s in current.create if s not in later),
         upgrades={},
     )
     await old.save_turn("t-1", "ada", [Message.user("from v1")])
