@@ -40,6 +40,7 @@ from ._errors import RunDeadlineExceeded as RunDeadlineExceeded
 from ._errors import SnapshotError as SnapshotError
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import ToolCallNotPendingError as ToolCallNotPendingError
+from ._errors import ToolInterruptedError as ToolInterruptedError
 from ._errors import ToolSourceNotOpenError as ToolSourceNotOpenError
 from ._errors import TripWire as TripWire
 from ._errors import UnknownChunkTypeError as UnknownChunkTypeError
@@ -93,6 +94,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolCallNotPendingError",
+    "ToolInterruptedError",
     "ToolSourceNotOpenError",
     "TripWire",
     "UnknownChunkTypeError",

@@ -57,8 +57,12 @@ also derives from the builtin it refines, so ``except ValueError`` keeps working
     │   │                                  409); the answer is never applied twice
     │   └── ToolCallNotPendingError (ValueError) the call id names no waiting
     │                                      call (the message lists them)
-    ├── SnapshotError (TypeError)          a run cannot pause: a value it must
+    ├── SnapshotError (TypeError)          a run cannot pause (or a durable run
+    │                                      keep its checkpoint): a value it must
     │                                      keep (a processor's state) is not JSON
+    ├── ToolInterruptedError (RuntimeError) a durable run's tool was cut off by
+    │                                      its process stopping and is not
+    │                                      idempotent: not run again
     ├── NoRunStorageError (ConfigurationError) a run must pause, but its agent
     │                                      has no storage to keep it in
     ├── MCPServerError                     an MCP server failed
@@ -137,6 +141,7 @@ __all__ = [
     "ThreadOwnershipError",
     "ToolArgumentsError",
     "ToolCallNotPendingError",
+    "ToolInterruptedError",
     "ToolSourceNotOpenError",
     "TripWire",
     "UnknownChunkTypeError",
@@ -585,8 +590,26 @@ class ToolCallNotPendingError(WaitingRunError, ValueError):
 
 
 class SnapshotError(ProcessionError, TypeError):
-    """A run cannot pause: a value it must keep is not JSON (a processor's
-    per-run ``state``, the request context). The message names where."""
+    """A run cannot pause, or a durable run cannot keep its checkpoint: a
+    value it must keep is not JSON (a processor's per-run ``state``, the
+    request context). The message names where."""
+
+
+class ToolInterruptedError(ProcessionError, RuntimeError):
+    """A durable run's tool call was running when the process executing the
+    run stopped, and the tool is not ``idempotent``: it is not run again (it
+    may have had its effect, or not); the model gets this as the call's
+    error."""
+
+    def __init__(self, tool_name: str, tool_call_id: str) -> None:
+        super().__init__(
+            f"tool {tool_name!r} (call {tool_call_id!r}) was interrupted: the "
+            f"process running it stopped before it returned, and the tool is not "
+            f"marked idempotent, so it was not run again; whether it took effect "
+            f"is unknown"
+        )
+        self.tool_name = tool_name
+        self.tool_call_id = tool_call_id
 
 
 class NoRunStorageError(ConfigurationError):

@@ -442,7 +442,10 @@ class TripwirePayload:
 @attrs.frozen(kw_only=True)
 class StepRetryPayload:
     """Payload of ``step-retry`` (procession's own chunk, SPEC §2.4): the step
-    ``step_number`` is being retried; discard its output seen so far."""
+    ``step_number`` is being retried; discard what was seen of it, and of any
+    later step, so far. ``reason`` ``"takeover"``: a durable run taken over by
+    another process redoes that step from its last checkpoint (the step may
+    have been seen whole; it is withdrawn all the same)."""
 
     step_number: int
     reason: str

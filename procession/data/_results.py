@@ -44,7 +44,9 @@ class TripwireInfo:
         )
 
 
-OutcomeKind: TypeAlias = Literal["finish", "error", "tripwire", "abort", "suspended"]
+OutcomeKind: TypeAlias = Literal[
+    "finish", "error", "tripwire", "abort", "suspended", "moved"
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -58,11 +60,15 @@ class RunOutcome:
 
     kind: OutcomeKind
     """``finish`` (the run completed), ``error``, ``tripwire``, ``abort`` (the
-    caller cancelled it or left the stream early) or ``suspended`` (it waits
-    for a person: a tool call needs approval, or a tool suspended itself)."""
+    caller cancelled it or left the stream early), ``suspended`` (it waits
+    for a person: a tool call needs approval, or a tool suspended itself) or
+    ``moved`` (a durable run that goes on in another process: this one lost
+    its lease, or handed the run over; its stream ends with no terminal
+    chunk)."""
     finish_reason: str
     """``stop``, ``length``, ``tool-calls``, ... for ``finish``; ``error``;
-    ``other`` for a tripwire (as Mastra); ``aborted``; ``suspended``."""
+    ``other`` for a tripwire (as Mastra); ``aborted``; ``suspended``;
+    ``moved``."""
     tripwire: TripwireInfo | None = None
     error: BaseException | None = attrs.field(default=None, eq=False)
     pending: tuple[PendingToolCall, ...] = ()

@@ -10,7 +10,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Final, Literal
 
 import attrs
@@ -120,12 +120,24 @@ class Memory:
         return WorkingMemoryTool(self.storage)
 
     @contextlib.asynccontextmanager
-    async def thread_lock(self, thread_id: str) -> AsyncIterator[None]:
+    async def thread_lock(
+        self,
+        thread_id: str,
+        *,
+        holder: str | None = None,
+        keep: Callable[[], bool] | None = None,
+    ) -> AsyncIterator[None]:
         """Hold the thread for one run (see the class docstring); other runs on
         the same thread in this process wait, in arrival order, and runs in
         other processes wait for the storage's lease. Checkpoints; a
         cancelled wait leaves the lock and the lease alone; a storage error
-        taking the lease goes up (``StorageError``)."""
+        taking the lease goes up (``StorageError``).
+
+        ``holder``: the lease's holder (default one of this block's own): a
+        durable run holds it as itself, so the process that takes the run
+        over holds it at once. ``keep()`` true at the block's end: the lease
+        is not given back (the run went on in another process, which holds
+        it now)."""
         entry = self._locks.get(thread_id)
         if entry is None:
             entry = self._locks[thread_id] = _ThreadLock()
@@ -136,7 +148,7 @@ class Memory:
                 if not isinstance(storage, ThreadLeases):
                     yield
                     return
-                async with _leased(storage, thread_id):
+                async with _leased(storage, thread_id, holder, keep):
                     yield
         finally:
             entry.users -= 1
@@ -182,11 +194,18 @@ _POLL_S: Final = (0.02, 0.05, 0.1, 0.2)  # then every 0.25 s
 
 
 @contextlib.asynccontextmanager
-async def _leased(leases: ThreadLeases, thread_id: str) -> AsyncIterator[None]:
+async def _leased(
+    leases: ThreadLeases,
+    thread_id: str,
+    holder: str | None = None,
+    keep: Callable[[], bool] | None = None,
+) -> AsyncIterator[None]:
     """The thread's lease in the storage for the block: polled for while
     another holds it, renewed in the background, given back after (also
-    when the block is cancelled)."""
-    holder = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(6)}"
+    when the block is cancelled), unless ``keep()`` says another holds it
+    now under the same ``holder``."""
+    if holder is None:
+        holder = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(6)}"
     tries = 0
     while not await leases.acquire_thread_lease(thread_id, holder, LEASE_TTL_S):
         await trio.sleep(_POLL_S[tries] if tries < len(_POLL_S) else 0.25)
@@ -215,7 +234,8 @@ async def _leased(leases: ThreadLeases, thread_id: str) -> AsyncIterator[None]:
         renewing.cancel()
         with trio.CancelScope(shield=True):
             try:
-                await leases.release_thread_lease(thread_id, holder)
+                if keep is None or not keep():
+                    await leases.release_thread_lease(thread_id, holder)
             except StorageError as exc:  # it lapses by itself
                 logger.warning("thread %s's lease not given back: %s", thread_id, exc)
 

@@ -210,6 +210,14 @@ class SqliteStorage(SqlBackend):
     def __repr__(self) -> str:
         return f"SqliteStorage({self.path!r})"
 
+    @property
+    def in_memory(self) -> bool:
+        """Whether the database lives in this process's memory (``":memory:"``,
+        or a ``file:`` URI that says ``mode=memory``): gone with it."""
+        return self.path == ":memory:" or (
+            self.path.startswith("file:") and "mode=memory" in self.path
+        )
+
     # ----------------------------------------------------------- the thread
 
     async def _run(

@@ -21,12 +21,14 @@ from ..models import unregister_provider as unregister_provider
 from ._agent import Agent as Agent
 from ._answer import SuspendedRun as SuspendedRun
 from ._approval import RequireToolApproval as RequireToolApproval
+from ._durable import Durable as Durable
 from ._options import USE_AGENT_DEFAULT as USE_AGENT_DEFAULT
 from ._options import UseAgentDefault as UseAgentDefault
 from ._options import new_run_id as new_run_id
 from ._result import AgentResult as AgentResult
 from ._state import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
 from ._stream import AgentStream as AgentStream
+from ._takeover import adopt_lapsed_runs as adopt_lapsed_runs
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import ToolSet as ToolSet
@@ -42,6 +44,7 @@ __all__ = [
     "Agent",
     "AgentResult",
     "AgentStream",
+    "Durable",
     "FinishReason",
     "LanguageModel",
     "ModelFinish",
@@ -60,6 +63,7 @@ __all__ = [
     "ToolSuspended",
     "USE_AGENT_DEFAULT",
     "UseAgentDefault",
+    "adopt_lapsed_runs",
     "execute_tool",
     "json_schema",
     "new_run_id",

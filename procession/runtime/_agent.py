@@ -13,9 +13,10 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
+from .._errors import NoRunStorageError
 from ..actors import ExecutionMode
 from ..data import Message, SystemMessage
-from ..memory import Memory, RunStorage, memory_ids
+from ..memory import Memory, RunRecord, RunStorage, memory_ids
 from ..models import LanguageModel, resolve_model
 from ..processors import (
     ConfigurationError,
@@ -26,6 +27,7 @@ from ..processors import (
 )
 from ._answer import SuspendedRun, continue_run, suspended_runs
 from ._approval import RequireToolApproval
+from ._durable import Durable, check_durable, require_durable_storage
 from ._options import (
     CallOptions,
     ProcessorList,
@@ -44,6 +46,7 @@ from ._registrations import Registrations
 from ._result import AgentResult
 from ._state import RunSpec
 from ._stream import AgentStream, open_stream
+from ._takeover import take_over_run
 from .tools import Tool, ToolSet, ToolSource
 
 __all__ = ["Agent"]
@@ -107,6 +110,12 @@ class Agent:
             ``SqliteStorage`` or ``PostgresStorage``); default the memory's
             storage. A run that must wait without one fails at that point
             with ``NoRunStorageError``, never a hang.
+        durable: ``True`` (or ``Durable(lease_s=...)``): each run is kept in
+            ``storage`` from its start and checkpointed at every step, and
+            another process serving this agent takes it over if this one
+            dies (``take_over``; ``procession serve`` does it). Needs storage
+            other processes read (a SQLite file, PostgreSQL): without it a
+            run fails before it starts, never silently non-durable.
         tracer_provider, meter_provider: where the run's OpenTelemetry spans
             and metrics go (``procession[otel]``); by default the global
             providers. Nothing is recorded, and nothing done per chunk, when no
@@ -144,6 +153,7 @@ class Agent:
         require_tool_approval: RequireToolApproval = False,
         approval_ttl: float | None = None,
         storage: RunStorage | None = None,
+        durable: bool | Durable = False,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ConfigurationError(f"Agent id must be a non-empty str, got {id!r}")
@@ -194,6 +204,7 @@ class Agent:
                 f"(SqliteStorage or PostgresStorage), got {storage!r}"
             )
         self.storage = storage
+        self.durable = check_durable(durable)
 
     @property
     def run_storage(self) -> RunStorage | None:
@@ -275,7 +286,10 @@ class Agent:
                 "approval_ttl", or_default(options.approval_ttl, self.approval_ttl)
             ),
             run_storage=self.run_storage,
+            durable=check_durable(or_default(options.durable, self.durable)),
         )
+        if spec.durable is not None:
+            require_durable_storage(spec)
         return spec, self._conversation(messages, context, thread_id, resource_id)
 
     def _call_context(
@@ -416,7 +430,8 @@ class Agent:
         ``memory`` (``{"thread": id or {"id": ...}, "resource": id}``, as
         Mastra's call option), ``thread_id`` and ``resource_id`` (its aliases),
         ``require_tool_approval`` and ``approval_ttl`` (a person in the loop:
-        see ``Agent``).
+        see ``Agent``), ``durable`` (the run outlives its process: see
+        ``Agent``).
         """
         spec, message_list = self._prepare(messages, options)
         return _generate(spec, message_list)
@@ -565,6 +580,34 @@ class Agent:
         ``thread_id``, when given), most recent first, each with the calls it
         waits on. ``NoRunStorageError`` without storage. Checkpoints."""
         return await suspended_runs(self, resource_id=resource_id, thread_id=thread_id)
+
+    # --- durable runs -------------------------------------------------------------
+
+    async def lapsed_runs(self, *, limit: int = 100) -> list[RunRecord]:
+        """This agent's durable runs whose lease lapsed (their process died,
+        or handed them over), oldest lapse first: the runs ``take_over`` can
+        take. ``NoRunStorageError`` without storage. Checkpoints."""
+        storage = self.run_storage
+        if storage is None:
+            raise NoRunStorageError(
+                f"agent {self.id!r} has no storage that keeps durable runs"
+            )
+        return await storage.lapsed_runs([self.id], limit=limit)
+
+    def take_over(self, run: RunRecord) -> AbstractAsyncContextManager[AgentStream]:
+        """Take over the lapsed durable run ``run`` (as ``lapsed_runs`` listed
+        it) and go on with it here: ``async with agent.take_over(run) as
+        stream:``, a stream like ``stream()``'s under the same run id. It
+        starts with a ``step-retry`` (reason ``takeover``) for the step it
+        redoes from the run's last checkpoint (or with ``start``, if nothing
+        of the run had been sent). Recorded tool outcomes are not run again;
+        a tool cut off mid-call runs again only if it is idempotent. Entering
+        raises ``RunLostError`` when the run was not there to take (another
+        process took it first, or its owner renewed its lease). Checkpoints.
+
+        ``procession serve`` takes runs over by itself; a process of your own
+        takes over its runs at start with ``adopt_lapsed_runs``."""
+        return take_over_run(self, self._prepare, run)
 
 
 def _memory_ids(

@@ -38,6 +38,7 @@ from ..actors import ExecutionMode
 from ..models import LanguageModel
 from ..processors import ConfigurationError, ProcessInputStepArgs, RequestContext
 from ._approval import RequireToolApproval
+from ._durable import Durable
 
 __all__ = [
     "CALL_OPTIONS",
@@ -125,6 +126,7 @@ class CallOptions:
     resource_id: str | None = None
     require_tool_approval: RequireToolApproval | UseAgentDefault = USE_AGENT_DEFAULT
     approval_ttl: float | UseAgentDefault | None = USE_AGENT_DEFAULT
+    durable: bool | Durable | UseAgentDefault = USE_AGENT_DEFAULT
 
 
 CALL_OPTIONS: Final = tuple(field.name for field in attrs.fields(CallOptions))

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._errors import SnapshotError
 from .._secrets import get_logger
 from ..actors import RetryRequested, RunControl
 from ..data import (
@@ -37,6 +38,7 @@ from ..data import (
     TripwireInfo,
     message_text,
 )
+from ..memory import StorageError
 from ..processors import (
     MessageList,
     ProcessionError,
@@ -45,6 +47,7 @@ from ..processors import (
     TripWire,
 )
 from ._approval import PauseRun
+from ._durable import DurableRun
 from ._hooks import HookLanes
 from ._pause import Pauses
 from ._state import (
@@ -69,7 +72,13 @@ class Coordinator:
         self._state = state
         self._lanes = lanes
         self._control = control
-        self._steps = StepRunner(state, lanes, control)
+        self.durable = (
+            DurableRun(state, lanes, control)
+            if state.spec.durable is not None
+            else None
+        )
+        """A durable run's checkpoints and lease (None for any other run)."""
+        self._steps = StepRunner(state, lanes, control, self.durable)
         self._pauses = Pauses(state, lanes, control)
 
     async def drive(self) -> None:
@@ -80,16 +89,38 @@ class Coordinator:
         ``Cancelled`` that ends it (the outcome was decided) propagates."""
         state = self._state
         deadline = state.spec.run_deadline
-        if deadline is None and state.spec.memory is None:
+        if self.durable is not None:
+            try:
+                await self._durable_run(deadline)
+            finally:
+                self.durable.stop_renewing()
+        elif deadline is None and state.spec.memory is None:
             await self._run_to_end()  # the usual case: no frame more per run
         elif deadline is None:
             await self._run_locked()
         else:
-            with trio.move_on_after(deadline) as deadline_scope:
-                await self._run_locked()
-            if deadline_scope.cancelled_caught:
-                await self._end(Terminal(error=RunDeadlineExceeded(deadline)))
+            await self._within(deadline)
         state.completed = True
+
+    async def _within(self, deadline: float) -> None:
+        with trio.move_on_after(deadline) as deadline_scope:
+            await self._run_locked()
+        if deadline_scope.cancelled_caught:
+            await self._end(Terminal(error=RunDeadlineExceeded(deadline)))
+
+    async def _durable_run(self, deadline: float | None) -> None:
+        """A durable run: held (kept, or taken over) before anything of it
+        runs; a run that cannot be kept fails at once."""
+        assert self.durable is not None
+        try:
+            await self.durable.begin()
+        except (StorageError, SnapshotError) as exc:
+            await self._end(Terminal(error=exc))
+            return
+        if deadline is None:
+            await self._run_locked()
+        else:
+            await self._within(deadline)
 
     async def _run_locked(self) -> None:
         memory = self._state.spec.memory
@@ -97,19 +128,42 @@ class Coordinator:
             await self._run_to_end()
             return
         # Runs on one thread take turns, from loading the history to saving
-        # the turn (Memory's docstring).
-        async with memory.thread_lock(self._state.message_list.thread_id):
+        # the turn (Memory's docstring). A durable run holds the thread as
+        # itself, and keeps it when it goes on elsewhere.
+        durable = self.durable
+        thread_id = self._state.message_list.thread_id
+        lock = (
+            memory.thread_lock(thread_id)
+            if durable is None
+            else memory.thread_lock(
+                thread_id, holder=durable.holder, keep=lambda: durable.moved
+            )
+        )
+        async with lock:
             await self._run_to_end()
 
     async def _run_to_end(self) -> None:
         """Every phase, then the run's end (or the end a failure proposes)."""
         state, control = self._state, self._control
         try:
-            if state.resume is None:
+            takeover, state.takeover = state.takeover, None
+            if state.resume is None and (
+                takeover is None or takeover.step_number is None
+            ):
                 await self._input_phase()
+                if self.durable is not None:
+                    # Kept before anything of it is sent: a takeover from
+                    # here sends its start.
+                    await self.durable.checkpoint(0)
                 # Not waited for: hooks wait for it (HookLanes.call), the model
                 # call for step-start (RunControl's docstring).
                 await control.send_ahead(StartChunk(run_id=state.run_id))
+            elif takeover is not None and not takeover.paused:
+                # Taken over: what the lost process sent of the step redone
+                # (and after) is withdrawn, as for a retry.
+                await control.send_ahead(
+                    takeover.retry_chunk(state.run_id, state.retry_count)
+                )
             # A continuation sends no start (Mastra): its stream goes on where
             # the paused one stopped.
             await self._step_loop()
@@ -232,6 +286,8 @@ class Coordinator:
         step_retry: StepRetryChunk | None = None
         while state.accepted_steps() < state.spec.max_steps:
             step_number = state.accepted_steps()
+            if self.durable is not None and state.resume is None:
+                await self.durable.checkpoint(step_number)
             ml.restore_system_messages(system_snapshot)
             ml.clear_system_messages(RETRY_FEEDBACK_TAG)
             if state.feedback is not None:

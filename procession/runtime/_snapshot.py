@@ -1,5 +1,8 @@
 """A paused run as JSON, and back: the one snapshot format of a run that waits
-for a person (DESIGN.md "A run that pauses and continues").
+for a person and of a durable run's checkpoint (DESIGN.md "A run that pauses
+and continues"). A paused run's snapshot has ``paused`` (its step, stopped in
+its tool phase); a checkpoint has ``checkpoint`` (the step it was taken
+before); the rest is the same.
 
 It holds the conversation (``MessageList.to_snapshot``), the steps so far, the
 processors' per-run ``state`` (by processor id), the retry count, the usage,
@@ -45,44 +48,46 @@ from ._state import RunState, StepConfig
 __all__ = [
     "SNAPSHOT_VERSION",
     "Restored",
+    "apply_checkpoint",
     "apply_snapshot",
     "pending_from_json",
     "pending_json",
     "restore_snapshot",
+    "take_checkpoint",
     "take_snapshot",
 ]
 
 SNAPSHOT_VERSION: Final = 1
 
 
-def take_snapshot(
-    state: RunState, processor_states: Mapping[str, Any], paused: PausedStep
+def _base(
+    state: RunState, processor_states: Mapping[str, Any], why: str
 ) -> dict[str, Any]:
-    """The run as JSON (the module docstring); ``SnapshotError`` naming the
-    first value JSON cannot hold."""
+    """What every snapshot holds (a paused run's, a durable run's
+    checkpoint): the run's conversation, bookkeeping and options."""
     spec = state.spec
-    config = paused.config
-    phase = paused.phase
-    assert phase is not None
-    snapshot = {
+    return {
         "version": SNAPSHOT_VERSION,
         "runId": spec.run_id,
         "agentId": spec.agent_id,
-        "requestContext": _json(dict(spec.request_context), "the request context"),
+        "requestContext": _json(dict(spec.request_context), "the request context", why),
         "options": {
             "maxSteps": spec.max_steps,
             "budget": spec.budget,
             "mode": spec.mode,
             "activeTools": spec.active_tools,
-            "modelSettings": _json(dict(spec.model_settings), "model_settings"),
-            "providerOptions": _json(dict(spec.provider_options), "provider_options"),
+            "modelSettings": _json(dict(spec.model_settings), "model_settings", why),
+            "providerOptions": _json(
+                dict(spec.provider_options), "provider_options", why
+            ),
             "model": spec.model_label,
             "approvalTtl": spec.approval_ttl,
+            "durable": spec.durable is not None,
         },
-        "messageList": _json(state.message_list.to_snapshot(), "the conversation"),
-        "steps": [_step(s) for s in state.steps],
+        "messageList": _json(state.message_list.to_snapshot(), "the conversation", why),
+        "steps": [_step(s, why) for s in state.steps],
         "processorState": {
-            pid: _json(_paused_state(pid, st), f"processor {pid!r}'s state")
+            pid: _json(_paused_state(pid, st, why), f"processor {pid!r}'s state", why)
             for pid, st in processor_states.items()
             if st
         },
@@ -91,32 +96,61 @@ def take_snapshot(
         "allText": list(state.all_text),
         "customChunks": [chunk_to_wire(c) for c in state.custom_chunks],
         "feedback": state.feedback,
-        "paused": {
-            "stepNumber": paused.step_number,
-            "responseId": paused.response_id,
-            "built": paused.built,
-            "textBefore": paused.text_before,
-            "finish": {
-                "finishReason": paused.finish.finish_reason,
-                "usage": _usage(paused.finish.usage),
-                "providerMetadata": _json_or_none(paused.finish.provider_metadata),
-            },
-            "current": _step(paused.current),
-            "config": {
-                "toolChoice": _json_or_none(config.tool_choice),
-                "activeTools": config.active_tools,
-                "modelSettings": _json(dict(config.model_settings), "model_settings"),
-                "providerOptions": _json(
-                    dict(config.provider_options), "provider_options"
-                ),
-            },
-            "phase": _phase(phase),
+    }
+
+
+_PAUSE: Final = "the run cannot pause"
+_CHECKPOINT: Final = "the durable run cannot keep its checkpoint"
+
+
+def take_snapshot(
+    state: RunState, processor_states: Mapping[str, Any], paused: PausedStep
+) -> dict[str, Any]:
+    """The run as JSON (the module docstring); ``SnapshotError`` naming the
+    first value JSON cannot hold."""
+    config = paused.config
+    phase = paused.phase
+    assert phase is not None
+    snapshot = _base(state, processor_states, _PAUSE)
+    snapshot["paused"] = {
+        "stepNumber": paused.step_number,
+        "responseId": paused.response_id,
+        "built": paused.built,
+        "textBefore": paused.text_before,
+        "finish": {
+            "finishReason": paused.finish.finish_reason,
+            "usage": _usage(paused.finish.usage),
+            "providerMetadata": _json_or_none(paused.finish.provider_metadata),
         },
+        "current": _step(paused.current, _PAUSE),
+        "config": {
+            "toolChoice": _json_or_none(config.tool_choice),
+            "activeTools": config.active_tools,
+            "modelSettings": _json(dict(config.model_settings), "model_settings"),
+            "providerOptions": _json(dict(config.provider_options), "provider_options"),
+        },
+        "phase": _phase(phase),
     }
     return snapshot
 
 
-def _paused_state(processor_id: str, state: Mapping[str, Any]) -> dict[str, Any]:
+def take_checkpoint(
+    state: RunState,
+    processor_states: Mapping[str, Any],
+    *,
+    step_number: int | None,
+) -> dict[str, Any]:
+    """A durable run's checkpoint as JSON: the run before step
+    ``step_number`` (None: before its input processors, nothing sent yet);
+    ``SnapshotError`` naming the first value JSON cannot hold."""
+    snapshot = _base(state, processor_states, _CHECKPOINT)
+    snapshot["checkpoint"] = {"stepNumber": step_number}
+    return snapshot
+
+
+def _paused_state(
+    processor_id: str, state: Mapping[str, Any], why: str = _PAUSE
+) -> dict[str, Any]:
     """A processor's ``state`` as it is kept: a value whose class defines
     ``__pause__()`` is replaced by what that returns (None: dropped, the
     processor makes it again; a ``SnapshotError`` it raises names why it
@@ -131,8 +165,7 @@ def _paused_state(processor_id: str, state: Mapping[str, Any]) -> dict[str, Any]
             replacement = pause(value)
         except SnapshotError as exc:
             raise SnapshotError(
-                f"the run cannot pause: processor {processor_id!r}'s "
-                f"state[{key!r}]: {exc}"
+                f"{why}: processor {processor_id!r}'s state[{key!r}]: {exc}"
             ) from None
         if replacement is not None:
             kept[key] = replacement
@@ -198,13 +231,14 @@ def pending_json(pending: PendingToolCall) -> dict[str, Any]:
 # --- values ---------------------------------------------------------------------
 
 
-def _json(value: Any, what: str) -> Any:
-    """``value`` itself if JSON can hold it exactly, else ``SnapshotError``."""
+def _json(value: Any, what: str, why: str = _PAUSE) -> Any:
+    """``value`` itself if JSON can hold it exactly, else ``SnapshotError``
+    (``why``: what cannot be done)."""
     problem = _not_json(value, what)
     if problem is not None:
         raise SnapshotError(
-            f"the run cannot pause: {problem}; keep only JSON values (str, int, "
-            f"float, bool, None, lists and dicts with str keys) there"
+            f"{why}: {problem}; keep only JSON values (str, int, float, bool, "
+            f"None, lists and dicts with str keys) there"
         )
     return value
 
@@ -255,11 +289,11 @@ def _usage_from(data: Mapping[str, Any] | None) -> Usage | None:
     return None if data is None else Usage(**dict(data))
 
 
-def _call(call: ToolCallInfo) -> dict[str, Any]:
+def _call(call: ToolCallInfo, why: str = _PAUSE) -> dict[str, Any]:
     return {
         "toolCallId": call.tool_call_id,
         "toolName": call.tool_name,
-        "args": _json(call.args, f"tool call {call.tool_call_id!r}'s arguments"),
+        "args": _json(call.args, f"tool call {call.tool_call_id!r}'s arguments", why),
         "providerExecuted": call.provider_executed,
     }
 
@@ -273,18 +307,20 @@ def _call_from(data: Mapping[str, Any]) -> ToolCallInfo:
     )
 
 
-def _step(step: StepResult) -> dict[str, Any]:
+def _step(step: StepResult, why: str = _PAUSE) -> dict[str, Any]:
     return {
         "stepNumber": step.step_number,
         "text": step.text,
         "reasoning": step.reasoning,
-        "toolCalls": [_call(c) for c in step.tool_calls],
+        "toolCalls": [_call(c, why) for c in step.tool_calls],
         "toolResults": [
             {
                 "toolCallId": r.tool_call_id,
                 "toolName": r.tool_name,
                 "args": _json_or_none(r.args),
-                "result": _json(r.result, f"tool call {r.tool_call_id!r}'s result"),
+                "result": _json(
+                    r.result, f"tool call {r.tool_call_id!r}'s result", why
+                ),
                 "isError": r.is_error,
                 "providerExecuted": r.provider_executed,
             }
@@ -370,11 +406,9 @@ def restore_snapshot(snapshot: Mapping[str, Any]) -> Restored:
     )
 
 
-def apply_snapshot(
-    state: RunState, snapshot: Mapping[str, Any], decision: ToolDecision
-) -> PausedStep:
-    """Put the snapshot's bookkeeping into ``state`` (a fresh continuation's)
-    and return its paused step, with ``decision`` to apply."""
+def apply_checkpoint(state: RunState, snapshot: Mapping[str, Any]) -> None:
+    """Put a snapshot's bookkeeping into ``state`` (a fresh continuation's,
+    or a takeover's)."""
     state.steps = [_step_from(s) for s in snapshot.get("steps", ())]
     state.retry_count = int(snapshot.get("retryCount") or 0)
     state.usage = _usage_from(snapshot.get("usage"))
@@ -385,6 +419,14 @@ def apply_snapshot(
         if isinstance(c, DataChunk)
     ]
     state.feedback = snapshot.get("feedback")
+
+
+def apply_snapshot(
+    state: RunState, snapshot: Mapping[str, Any], decision: ToolDecision
+) -> PausedStep:
+    """Put the snapshot's bookkeeping into ``state`` (a fresh continuation's)
+    and return its paused step, with ``decision`` to apply."""
+    apply_checkpoint(state, snapshot)
     data = snapshot["paused"]
     spec = state.spec
     saved = data["config"]

@@ -141,6 +141,9 @@ class RunSpec:
     """Seconds a call may wait for approval before it is declined."""
     run_storage: Any = None
     """Where a run that waits for a person is kept (a ``RunStorage``), if any."""
+    durable: Any = None
+    """``_durable.Durable`` for a durable run (checkpoints, a lease, taken
+    over when its process dies), else None."""
 
     @property
     def model_label(self) -> str:
@@ -369,7 +372,11 @@ class RunState:
     """A continuation of a stored run: the epoch it holds the run at (its
     writes are fenced by it); None for a run that was never paused."""
     stored_closed: bool = False
-    """The stored run was paused again or ended by this run."""
+    """The stored run was paused again or ended by this run (or, durable, went
+    on in another process): nothing more to write."""
+    takeover: Any = None
+    """A durable run taken over from another process: where it goes on
+    (``_durable.Takeover``), until the coordinator takes it up."""
 
     def __attrs_post_init__(self) -> None:
         self.tracing_context = TracingContext(trace_id=self.spec.run_id)

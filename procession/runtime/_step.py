@@ -63,6 +63,7 @@ from ..processors._contract import (
     read_message_result,
 )
 from ._approval import PausedStep, PauseRun
+from ._durable import DurableRun
 from ._hooks import HookLanes
 from ._reading import (
     LIFECYCLE,
@@ -84,11 +85,18 @@ logger = get_logger("procession")
 class StepRunner:
     """Runs attempts at steps for one run (see the module docstring)."""
 
-    def __init__(self, state: RunState, lanes: HookLanes, control: RunControl) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        lanes: HookLanes,
+        control: RunControl,
+        durable: DurableRun | None = None,
+    ) -> None:
         self._state = state
         self._lanes = lanes
         self._control = control
-        self._tools = ToolCalls(state, lanes, control)
+        self._durable = durable
+        self._tools = ToolCalls(state, lanes, control, durable)
 
     async def attempt(self, step_number: int, view: StepView) -> bool:
         """One attempt at step ``step_number``. Returns whether another step
@@ -103,6 +111,12 @@ class StepRunner:
             await control.mark_retry_count(state.retry_count, view)
         prompt = state.message_list.get.all.prompt()
         prompt, cached = await self._llm_request(step_number, config, prompt)
+        durable = self._durable
+        # A durable run taken over after the model answered this step (with
+        # tool calls): the recorded answer, not a new model call.
+        replay = durable.replay(step_number) if durable is not None else None
+        if replay is not None:
+            cached = replay[0]
         if cached is None:
             # A processor may have put text in that no HTTP layer can encode:
             # say where, before any request (not a UnicodeEncodeError in httpx).
@@ -116,12 +130,18 @@ class StepRunner:
         # less held by every run while it waits on the model.
         call = self._traced_model_call if state.telemetry.active else self._model_call
         raw, finish = await call(step_number, config, prompt, cached)
+        if replay is not None:
+            finish = replay[1]
         state.usage = add_usage(state.usage, finish.usage)  # spent, kept or not
         state.attempt_usage = finish.usage
         # Everything the model sent has reached the client end: in-band signals
         # on its chunks are decided, and the view holds what the client saw.
         await control.settle()
         current = _step_result(step_number, view, finish)
+        if durable is not None and replay is None and current.tool_calls:
+            # Kept before the tools run: a takeover does not ask the model
+            # again (its tools' records match its calls).
+            await durable.record_attempt(step_number, raw, finish)
         await self._llm_response(config, current, step_start, raw, finish, cached)
         return await self._finish_attempt(config, view, finish, response_id, current)
 
@@ -494,8 +514,11 @@ class StepRunner:
         """Stream the model into the pipeline (``ModelReader``); ``watch`` is
         told when the run waits for the model (its timer runs only then) and
         cancels the read if the model goes quiet too long."""
-        # The model's own chunks are kept only for process_llm_response.
-        keep = bool(self._lanes.lane("process_llm_response", "input"))
+        # The model's own chunks are kept only for process_llm_response, and
+        # for a durable run's record of an answer that calls tools.
+        keep = self._durable is not None or bool(
+            self._lanes.lane("process_llm_response", "input")
+        )
         reader = ModelReader(self._state, self._control, watch, raw, keep=keep)
         # One scope: a granted retry, the run's end and the idle timeout all
         # stop the read (RunControl.reading, IdleWatch).

@@ -270,6 +270,26 @@ class AgentStream(AsyncIterator[Chunk]):
         self._control.abort()
         await self._coordinator_done.wait()
 
+    @property
+    def durable(self) -> bool:
+        """Whether the run is durable (``Agent(durable=...)``): kept in
+        storage, taken over by another process if this one dies."""
+        return self._coordinator.durable is not None
+
+    async def hand_over(self) -> bool:
+        """A durable run: stop at the next safe point (now, or once the tools
+        running now have returned and been recorded) and let its lease lapse
+        at once, so that another process serving the agent takes it over
+        without waiting (a graceful shutdown). The stream then ends with no
+        terminal chunk and the outcome ``moved``. True if handed over; False
+        for a run that is not durable or has ended. Checkpoints (waits for the
+        tools, and for the coordinator to stop)."""
+        durable = self._coordinator.durable
+        if durable is None or self._done:
+            await trio.lowlevel.checkpoint()
+            return False
+        return await durable.hand_over(self._coordinator_done.wait)
+
     async def result(self) -> AgentResult:
         """The run's result. Reads the rest of the stream first if the caller has
         not (so it always settles); that reading checkpoints. If the caller's

@@ -37,6 +37,7 @@ from ..processors import (
     TripWire,
 )
 from ._approval import Executed, PauseRun, ToolPhase, needs_approval
+from ._durable import DurableRun
 from ._hooks import HookEmitter, HookLanes
 from ._state import RunState, StepConfig
 from .tools import Tool, ToolContext, ToolSuspended, execute_tool, parse_arguments
@@ -94,10 +95,17 @@ def _apply_decision(phase: ToolPhase) -> None:
 class ToolCalls:
     """Runs a step's tool calls for one run."""
 
-    def __init__(self, state: RunState, lanes: HookLanes, control: RunControl) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        lanes: HookLanes,
+        control: RunControl,
+        durable: DurableRun | None = None,
+    ) -> None:
         self._state = state
         self._lanes = lanes
         self._control = control
+        self._durable = durable
 
     async def run(
         self,
@@ -226,9 +234,19 @@ class ToolCalls:
         ``phase`` (a call whose tool suspended itself leaves its payload in
         ``phase.suspend_payloads`` instead)."""
 
+        durable = self._durable
+
         async def run_one(index: int) -> None:
             call = phase.calls[index]
-            outcome = await self._execute(config, available, call, phase)
+            if durable is None:
+                outcome = await self._execute(config, available, call, phase)
+            else:
+                outcome = await durable.run_tool(
+                    call,
+                    config.tools.get(call.tool_name),
+                    lambda: self._execute(config, available, call, phase),
+                    resumed=call.tool_call_id in phase.resume_data,
+                )
             if outcome is not None:
                 phase.executed[index] = outcome
 

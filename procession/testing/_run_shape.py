@@ -14,7 +14,13 @@ way:
 * ``suspended`` — the run waits for a person: ``tool-call-approval`` or
   ``tool-call-suspended`` is the last chunk, its step left open (Mastra's
   shape). The continuation's stream (``Agent.approve_tool_call``...) starts
-  without ``start``, inside that open step: check it with ``continued=True``.
+  without ``start``, inside that open step: check it with ``continued=True``;
+* ``moved`` — a durable run that went on in another process (it lost its
+  lease, or was handed over): the stream just stops, with no terminal chunk
+  (check it with ``moved=True``). The taker's stream starts with a
+  ``step-retry`` (reason ``takeover``) that closes the step it redoes, or with
+  ``start`` if nothing of the run had been sent; a follower that read both
+  sees one stream of this shape.
 """
 
 from __future__ import annotations
@@ -40,18 +46,22 @@ _WAITING = (ToolCallApprovalChunk, ToolCallSuspendedChunk)
 
 __all__ = ["RunEnd", "assert_run_shape"]
 
-RunEnd = Literal["finish", "error", "tripwire", "abort", "suspended"]
+RunEnd = Literal["finish", "error", "tripwire", "abort", "suspended", "moved"]
 
 
 def _type(chunk: Any) -> str:
     return str(getattr(chunk, "type", type(chunk).__name__))
 
 
-def assert_run_shape(chunks: Sequence[Any], *, continued: bool = False) -> RunEnd:
+def assert_run_shape(
+    chunks: Sequence[Any], *, continued: bool = False, moved: bool = False
+) -> RunEnd:
     """Check that ``chunks`` (a whole run's stream, as the client received it)
     keeps the order above; return how the run ended. ``continued``: the
     stream of a run that went on after a pause (it begins inside the paused
-    step). Raises ``AssertionError`` naming the first chunk out of place."""
+    step). ``moved``: the stream of a durable run that went on elsewhere (it
+    stops with no terminal chunk). Raises ``AssertionError`` naming the first
+    chunk out of place."""
     if not chunks:
         raise AssertionError("a run streams at least one chunk; got none")
     names = [_type(c) for c in chunks]
@@ -62,8 +72,11 @@ def assert_run_shape(chunks: Sequence[Any], *, continued: bool = False) -> RunEn
         )
 
     last = chunks[-1]
-    if last.__class__ in _WAITING:
-        end: RunEnd = "suspended"
+    if moved:
+        end: RunEnd = "moved"
+        body = len(chunks)
+    elif last.__class__ in _WAITING:
+        end = "suspended"
         body = len(chunks) - 1
     elif last.__class__ is TripwireChunk or last.__class__ is AbortChunk:
         end = "tripwire" if last.__class__ is TripwireChunk else "abort"
@@ -88,6 +101,8 @@ def assert_run_shape(chunks: Sequence[Any], *, continued: bool = False) -> RunEn
             raise fail(index, "start is the first chunk, once (none continued)")
         if cls in _WAITING:
             raise fail(index, "a run stops at the call it waits on")
+        if moved and cls in (TripwireChunk, AbortChunk):
+            raise fail(index, "a run that moved elsewhere ends nothing here")
         if cls is ErrorChunk or (
             cls is FinishChunk and not (finish_then_error and index == body - 1)
         ):

@@ -46,7 +46,8 @@ def test_every_unknown_keyword_is_named_and_nothing_runs() -> None:
     with pytest.raises(
         TypeError,
         match=r"^Agent\.generate\(\) got unexpected keyword argument\(s\) max_stepz, "
-        r"modle; the per-call options are: input_processors, .*, approval_ttl$",
+        r"modle; the per-call options are: input_processors, .*, "
+        r"approval_ttl, durable$",
     ):
         agent.generate("hi", **options).close()  # (raised before it exists)
     assert model.calls == []

@@ -155,6 +155,11 @@ class Tool:
     resume_schema: Mapping[str, Any] | None = None
     """The JSON Schema of what ``resume_stream`` gives a tool that suspends
     itself (shown to the client; None: any JSON)."""
+    idempotent: bool = False
+    """Whether a call may run again with the same arguments to the same
+    effect. A durable run taken over while this tool was running runs it
+    again only if so; otherwise the model gets a ``ToolInterruptedError``
+    (its outcome is unknown)."""
     _schema: dict[str, Any] = attrs.field(init=False, repr=False)
     _checker: ValueSchema | None = attrs.field(init=False, repr=False)
     """Checks the arguments (None: the tool takes no input)."""
@@ -187,6 +192,11 @@ class Tool:
             raise ConfigurationError(
                 f"tool {self.name!r}: require_approval must be a bool or a "
                 f"function (args, context) -> bool, got {self.require_approval!r}"
+            )
+        if not isinstance(self.idempotent, bool):
+            raise ConfigurationError(
+                f"tool {self.name!r}: idempotent must be True or False, got "
+                f"{self.idempotent!r}"
             )
         if self.resume_schema is not None and not isinstance(
             self.resume_schema, Mapping
@@ -323,6 +333,7 @@ def _make_tool(
     provider_options: Mapping[str, Any] | None,
     require_approval: ApprovalPolicy = False,
     resume_schema: Mapping[str, Any] | None = None,
+    idempotent: bool = False,
 ) -> Tool:
     if not callable(fn):
         raise ConfigurationError(f"@tool decorates a function, got {fn!r}")
@@ -344,6 +355,7 @@ def _make_tool(
         provider_options=provider_options,
         require_approval=require_approval,
         resume_schema=resume_schema,
+        idempotent=idempotent,
     )
 
 
@@ -360,6 +372,7 @@ def tool(
     provider_options: Mapping[str, Any] | None = None,
     require_approval: ApprovalPolicy = False,
     resume_schema: Mapping[str, Any] | None = None,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -371,6 +384,7 @@ def tool(
     provider_options: Mapping[str, Any] | None = None,
     require_approval: ApprovalPolicy = False,
     resume_schema: Mapping[str, Any] | None = None,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` of a function: ``@tool`` or ``@tool("name", ...)``.
 
@@ -382,6 +396,8 @@ def tool(
       parameter is called as ``fn(args)``, one that takes none as ``fn()``.
     * ``require_approval=True`` (or ``fn(args, context) -> bool``): a call
       waits for a person's approval before it runs (``Tool.require_approval``).
+    * ``idempotent=True``: a durable run taken over mid-call may run it again
+      (``Tool.idempotent``).
 
     The decorated name is bound to the ``Tool``, not the function.
 
@@ -397,6 +413,7 @@ def tool(
             provider_options,
             require_approval,
             resume_schema,
+            idempotent,
         )
 
     def decorate(fn: Callable[..., Any]) -> Tool:
@@ -408,6 +425,7 @@ def tool(
             provider_options,
             require_approval,
             resume_schema,
+            idempotent,
         )
 
     return decorate
