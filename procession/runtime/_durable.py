@@ -362,6 +362,23 @@ class DurableRun:
                 logger.warning("run %s: not handed over at once: %s", state.run_id, exc)
         return True
 
+    async def abandon(self, coordinator_done: Callable[[], Awaitable[None]]) -> bool:
+        """Stop here and now as if this process had died (``kill -9``): the
+        tools running are cancelled and not recorded, nothing more is
+        written, and the lease is released as if it had lapsed, so a taker
+        need not wait for it. For tests of what survives a crash
+        (``procession.testing.crash_run``); False if the run had ended.
+        Checkpoints."""
+        state = self._state
+        if self.moved or state.stored_closed or state.stored_epoch is None:
+            await trio.lowlevel.checkpoint()
+            return False
+        self._move()
+        await coordinator_done()
+        with trio.CancelScope(shield=True):
+            await self._storage.release_run(state.run_id, epoch=state.stored_epoch)
+        return True
+
     # --- what it keeps ------------------------------------------------------------
 
     async def checkpoint(self, step_number: int) -> None:

@@ -290,6 +290,15 @@ class AgentStream(AsyncIterator[Chunk]):
             return False
         return await durable.hand_over(self._coordinator_done.wait)
 
+    async def _abandon(self) -> bool:
+        """``procession.testing.crash_run``: end the run as if its process
+        had died (``DurableRun.abandon``)."""
+        durable = self._coordinator.durable
+        if durable is None or self._done:
+            await trio.lowlevel.checkpoint()
+            return False
+        return await durable.abandon(self._coordinator_done.wait)
+
     async def result(self) -> AgentResult:
         """The run's result. Reads the rest of the stream first if the caller has
         not (so it always settles); that reading checkpoints. If the caller's

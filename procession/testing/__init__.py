@@ -14,6 +14,8 @@
 * ``fail_at`` / ``stall`` / ``drip``: fault injection on a scripted turn (an
   error at chunk k, a stall, a slow drip), on trio's clock.
 * ``collect_stream``: run an agent, keep its chunks and its result.
+* ``crash_run``: a durable run's process dies mid-run (its lease lapsed at
+  once), for tests of what a takeover keeps.
 * ``PassThrough`` / ``SyncPassThrough``: output processors that change
   nothing (the baseline of a processor benchmark).
 * ``SchedulerCounts``: a trio instrument counting task steps and spawned
@@ -31,6 +33,7 @@ from ._checks import assert_split_invariant as assert_split_invariant
 from ._collect import CollectedRun as CollectedRun
 from ._collect import collect_stream as collect_stream
 from ._counts import SchedulerCounts as SchedulerCounts
+from ._crash import crash_run as crash_run
 from ._faults import drip as drip
 from ._faults import fail_at as fail_at
 from ._faults import stall as stall
@@ -69,6 +72,7 @@ __all__ = [
     "assert_run_shape",
     "assert_split_invariant",
     "collect_stream",
+    "crash_run",
     "drip",
     "fail_at",
     "reasoning_turn",

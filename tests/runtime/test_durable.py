@@ -49,6 +49,10 @@ _spec.loader.exec_module(target)
 
 THREAD = target.THREAD
 
+# Leases are wall-clock times in the database, and SQLite works in threads: a
+# virtual clock would jump past every lease while a thread is busy.
+pytestmark = pytest.mark.procession_real_clock
+
 
 def _dsn() -> str:
     dsn = os.environ.get("PROCESSION_TEST_POSTGRES_DSN")
