@@ -15,9 +15,9 @@ def test_the_docs_example_runs_as_written(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     page = (ROOT / "docs" / "mcp.md").read_text()
-    example, printed = re.findall(r"```python\n(.*?)```\n\n```\n(.*?)```", page, re.S)[
-        0
-    ]
+    example, printed = re.findall(
+        r"```python\n(.*?)```\n\n```text\n(.*?)```", page, re.S
+    )[0]
     monkeypatch.chdir(ROOT)
     exec(compile(example, "docs/mcp.md", "exec"), {"__name__": "docs_mcp"})
     assert capsys.readouterr().out == printed

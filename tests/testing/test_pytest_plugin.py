@@ -296,8 +296,8 @@ def test_a_users_processor_test_file_runs_with_pytest_alone(
     pytester: pytest.Pytester,
 ) -> None:
     """The whole kit from a user's side: fixtures, the checks, a fault. The file
-    is the README's "Testing your own processors" example, run as written."""
-    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    is the example of docs/testing.md (once the README's), run as written."""
+    readme = pathlib.Path(__file__).resolve().parents[2] / "docs" / "testing.md"
     blocks = re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.DOTALL)
     [user_file] = [b for b in blocks if "assert_split_invariant(" in b]
     pytester.makepyfile(test_redactor=user_file)

@@ -1,5 +1,6 @@
-"""The README's table of built-in processors: every example builds, and every
-exported built-in processor has a row."""
+"""The table of built-in processors (docs/builtin-processors.md, once the
+README's): every example builds, and every exported built-in processor has a
+row."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import re
 import procession.processors as processors
 from procession.processors import Processor
 
-README = pathlib.Path(__file__).resolve().parents[3] / "README.md"
+README = pathlib.Path(__file__).resolve().parents[3] / "docs" / "builtin-processors.md"
 
 
 def _rows() -> list[list[str]]:
     text = README.read_text()
-    section = text.split("## Built-in processors", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## What each one does", 1)[1].split("\n## ", 1)[0]
     return [
         [cell.strip() for cell in line.strip("|").split("|")]
         for line in section.splitlines()
