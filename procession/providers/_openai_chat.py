@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .._errors import (
-    MessageFormatError,
-)
+from .._errors import MessageFormatError
 from ..data import (
     PromptAssistantMessage,
     PromptFilePart,
@@ -41,20 +39,9 @@ from ..data import (
     ToolCallInputStreamingStartPayload,
     ToolCallPayload,
 )
-from ..models import ModelFinish, ModelRequest, ToolChoice, ToolDefinition
-from ._errors import (
-    incomplete_stream,
-)
+from ..models import ModelRequest, ToolChoice, ToolDefinition
+from ._errors import incomplete_stream
 from ._json import as_dict, get_dict, get_int, get_str, parse_args
-from ._sse import (
-    DEFAULT_MAX_EVENT_BYTES,
-    ProviderResponse,
-    ServerSentEvent,
-)
-
-if TYPE_CHECKING:
-    import httpx2
-
 from ._openai import (
     _CHAT_FINISH,
     _CHAT_SETTINGS,
@@ -70,6 +57,14 @@ from ._openai import (
     _ToolState,
     _unsupported,
 )
+from ._sse import (
+    ProviderResponse,
+    ResponseOptions,
+    ServerSentEvent,
+)
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["OpenAIChatModel", "OpenAIChatResponse"]
 
@@ -119,16 +114,6 @@ class OpenAIChatModel(_OpenAIModel):
             body["tool_choice"] = _chat_tool_choice(request.tool_choice)
         body.update(_options(request))
         return body, warnings
-
-    def _response(
-        self, response: httpx2.Response, body: dict[str, Any], warnings: list[Any]
-    ) -> ProviderResponse:
-        return OpenAIChatResponse(
-            response,
-            request_body=body,
-            warnings=warnings,
-            max_event_bytes=self._max_event_bytes,
-        )
 
 
 def _chat_tool(tool: ToolDefinition) -> dict[str, Any]:
@@ -230,16 +215,9 @@ class OpenAIChatResponse(ProviderResponse):
     model_class = "OpenAIChatModel"
 
     def __init__(
-        self,
-        response: httpx2.Response,
-        *,
-        request_body: dict[str, Any],
-        warnings: list[Any],
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        self, response: httpx2.Response, **options: Unpack[ResponseOptions]
     ) -> None:
-        super().__init__(response, max_event_bytes=max_event_bytes)
-        self._request_body = request_body
-        self._warnings = warnings
+        super().__init__(response, **options)
         self._id: str | None = None
         self._model: str | None = None
         self._metadata_sent = False
@@ -381,11 +359,9 @@ class OpenAIChatResponse(ProviderResponse):
         self._close_blocks()
         reason = self._finish_reason
         usage = self._usage or {}
-        raw_response = self._raw_response()
-        raw_response.update(id=self._id, model=self._model)
-        self.finish = ModelFinish(
-            finish_reason=_CHAT_FINISH.get(reason, "unknown") if reason else "unknown",
-            usage=_openai_usage(
+        self.finish = self._finished(
+            _CHAT_FINISH.get(reason, "unknown") if reason else "unknown",
+            _openai_usage(
                 usage,
                 input_key="prompt_tokens",
                 output_key="completion_tokens",
@@ -394,10 +370,10 @@ class OpenAIChatResponse(ProviderResponse):
             )
             if self._usage is not None
             else None,
-            warnings=tuple(self._warnings),
-            provider_metadata={
-                "openai": {"finish_reason": reason, "usage": self._usage}
-            },
-            request=self._request_body,
-            raw_response=raw_response,
+            {"openai": {"finish_reason": reason, "usage": self._usage}},
+            id=self._id,
+            model=self._model,
         )
+
+
+OpenAIChatModel._response_class = OpenAIChatResponse

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .._errors import (
-    MessageFormatError,
-)
+from .._errors import MessageFormatError
 from ..data import (
     PromptAssistantMessage,
     PromptFilePart,
@@ -43,20 +41,9 @@ from ..data import (
     ToolCallInputStreamingStartPayload,
     ToolCallPayload,
 )
-from ..models import ModelFinish, ModelRequest, ToolChoice
-from ._errors import (
-    incomplete_stream,
-)
+from ..models import ModelRequest, ToolChoice
+from ._errors import incomplete_stream
 from ._json import as_dict, get_dict, get_int, get_str, parse_args
-from ._sse import (
-    DEFAULT_MAX_EVENT_BYTES,
-    ProviderResponse,
-    ServerSentEvent,
-)
-
-if TYPE_CHECKING:
-    import httpx2
-
 from ._openai import (
     _RESPONSES_SETTINGS,
     _TERMINAL,
@@ -72,6 +59,14 @@ from ._openai import (
     _ToolState,
     _unsupported,
 )
+from ._sse import (
+    ProviderResponse,
+    ResponseOptions,
+    ServerSentEvent,
+)
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["OpenAIResponsesModel", "OpenAIResponsesResponse"]
 
@@ -117,16 +112,6 @@ class OpenAIResponsesModel(_OpenAIModel):
             body["tool_choice"] = _responses_tool_choice(request.tool_choice)
         body.update(_options(request))
         return body, warnings
-
-    def _response(
-        self, response: httpx2.Response, body: dict[str, Any], warnings: list[Any]
-    ) -> ProviderResponse:
-        return OpenAIResponsesResponse(
-            response,
-            request_body=body,
-            warnings=warnings,
-            max_event_bytes=self._max_event_bytes,
-        )
 
 
 def _responses_tool_choice(choice: ToolChoice) -> Any:
@@ -216,16 +201,9 @@ class OpenAIResponsesResponse(ProviderResponse):
     model_class = "OpenAIResponsesModel"
 
     def __init__(
-        self,
-        response: httpx2.Response,
-        *,
-        request_body: dict[str, Any],
-        warnings: list[Any],
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        self, response: httpx2.Response, **options: Unpack[ResponseOptions]
     ) -> None:
-        super().__init__(response, max_event_bytes=max_event_bytes)
-        self._request_body = request_body
-        self._warnings = warnings
+        super().__init__(response, **options)
         self._id: str | None = None
         self._model: str | None = None
         self._open_text: set[str] = set()
@@ -392,11 +370,9 @@ class OpenAIResponsesResponse(ProviderResponse):
         else:
             reason = "tool-calls" if self._called else "stop"
         usage = response.get("usage")
-        raw_response = self._raw_response()
-        raw_response.update(id=self._id, model=self._model)
-        self.finish = ModelFinish(
-            finish_reason=reason,
-            usage=_openai_usage(
+        self.finish = self._finished(
+            reason,
+            _openai_usage(
                 usage,
                 input_key="input_tokens",
                 output_key="output_tokens",
@@ -405,14 +381,16 @@ class OpenAIResponsesResponse(ProviderResponse):
             )
             if isinstance(usage, dict)
             else None,
-            warnings=tuple(self._warnings),
-            provider_metadata={
+            {
                 "openai": {
                     "response_id": self._id,
                     "status": get_str(response, "status"),
                     "incomplete_reason": incomplete,
                 }
             },
-            request=self._request_body,
-            raw_response=raw_response,
+            id=self._id,
+            model=self._model,
         )
+
+
+OpenAIResponsesModel._response_class = OpenAIResponsesResponse
