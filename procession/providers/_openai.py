@@ -1,23 +1,13 @@
-"""OpenAI Chat Completions and Responses, spoken directly over ``httpx2``.
+"""What the OpenAI Chat Completions and Responses dialects share, spoken
+directly over ``httpx2``.
 
 No ``openai`` SDK: both endpoints are a POST with ``stream: true`` whose body is
 server-sent events, which ``_sse`` reads. Works against any OpenAI-compatible
-server through ``base_url`` (which includes ``/v1``).
-
-Chat Completions (data-only SSE, ending with ``data: [DONE]``): ``content``
-deltas become ``text-start/-delta/-end`` (id ``"text-0"``), ``reasoning_content``
-/ ``reasoning`` deltas (sent by several compatible servers) become
-``reasoning-*`` (id ``"reasoning-0"``), tool calls stream by ``index`` as
-``tool-call-input-streaming-start``, ``tool-call-delta``… and, once the choice
-finishes, ``tool-call-input-streaming-end`` and ``tool-call``. A ``data:``
-object with an ``error`` key raises ``ProviderStreamError`` with that object as
-body.
-
-Responses (``event:`` + ``data:``): output items map to the same chunks (ids are
-the item ids); ``response.completed`` / ``response.incomplete`` end the stream;
-an ``error`` event and ``response.failed`` raise ``ProviderStreamError`` whose
-``body`` is the event itself, in whichever shape it came (flat or nested
-``error``), so error processors can match it.
+server through ``base_url`` (which includes ``/v1``). Here: the model's
+transport (the API key, the URL, the send, the error for a response that is
+not a stream), the error event in a 200 stream, usage, and the request pieces
+both bodies spell alike. Each dialect's tables and its mapping to chunks are in
+its own module (``_openai_chat``, ``_openai_responses``).
 """
 
 from __future__ import annotations
@@ -230,30 +220,6 @@ class _ToolState:
     done: bool = False
 
 
-# =========================================================================== #
-# Chat Completions
-# =========================================================================== #
-
-_CHAT_SETTINGS = {
-    "max_tokens": "max_tokens",
-    "max_output_tokens": "max_tokens",
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "seed": "seed",
-    "presence_penalty": "presence_penalty",
-    "frequency_penalty": "frequency_penalty",
-    "stop_sequences": "stop",
-}
-
-_CHAT_FINISH = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool-calls",
-    "function_call": "tool-calls",
-    "content_filter": "content-filter",
-}
-
-
 def _openai_usage(
     usage: dict[str, Any],
     *,
@@ -295,17 +261,3 @@ def _event_error(
         is_retryable=openai_payload_retryable(payload),
         code=code,
     )
-
-
-# =========================================================================== #
-# Responses
-# =========================================================================== #
-
-_RESPONSES_SETTINGS = {
-    "max_tokens": "max_output_tokens",
-    "max_output_tokens": "max_output_tokens",
-    "temperature": "temperature",
-    "top_p": "top_p",
-}
-
-_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.done"})

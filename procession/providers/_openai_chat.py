@@ -1,5 +1,15 @@
-"""OpenAI Chat Completions (data-only SSE ending with ``data: [DONE]``); see
-``procession.providers._openai`` for the mapping to chunks."""
+"""OpenAI Chat Completions (data-only SSE, ending with ``data: [DONE]``): its
+request body, its tables and its mapping to chunks; the transport is
+``_openai``'s.
+
+``content`` deltas become ``text-start/-delta/-end`` (id ``"text-0"``),
+``reasoning_content`` / ``reasoning`` deltas (sent by several compatible
+servers) become ``reasoning-*`` (id ``"reasoning-0"``), tool calls stream by
+``index`` as ``tool-call-input-streaming-start``, ``tool-call-delta``… and,
+once the choice finishes, ``tool-call-input-streaming-end`` and ``tool-call``.
+A ``data:`` object with an ``error`` key raises ``ProviderStreamError`` with
+that object as body.
+"""
 
 from __future__ import annotations
 
@@ -43,8 +53,6 @@ from ..models import ModelRequest, ToolChoice, ToolDefinition
 from ._errors import incomplete_stream
 from ._json import as_dict, get_dict, get_int, get_str, parse_args
 from ._openai import (
-    _CHAT_FINISH,
-    _CHAT_SETTINGS,
     _args_text,
     _bad_choice,
     _data_url,
@@ -67,6 +75,25 @@ if TYPE_CHECKING:
     import httpx2
 
 __all__ = ["OpenAIChatModel", "OpenAIChatResponse"]
+
+_CHAT_SETTINGS = {
+    "max_tokens": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "seed": "seed",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "stop_sequences": "stop",
+}
+
+_CHAT_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+}
 
 
 class OpenAIChatModel(_OpenAIModel):

@@ -1,5 +1,12 @@
-"""OpenAI Responses (``event:`` + ``data:`` SSE); see
-``procession.providers._openai`` for the mapping to chunks."""
+"""OpenAI Responses (``event:`` + ``data:`` SSE): its request body, its tables
+and its mapping to chunks; the transport is ``_openai``'s.
+
+Output items map to the same chunks as Chat Completions' (ids are the item
+ids); ``response.completed`` / ``response.incomplete`` end the stream; an
+``error`` event and ``response.failed`` raise ``ProviderStreamError`` whose
+``body`` is the event itself, in whichever shape it came (flat or nested
+``error``), so error processors can match it.
+"""
 
 from __future__ import annotations
 
@@ -45,8 +52,6 @@ from ..models import ModelRequest, ToolChoice
 from ._errors import incomplete_stream
 from ._json import as_dict, get_dict, get_int, get_str, parse_args
 from ._openai import (
-    _RESPONSES_SETTINGS,
-    _TERMINAL,
     _args_text,
     _bad_choice,
     _data_url,
@@ -69,6 +74,15 @@ if TYPE_CHECKING:
     import httpx2
 
 __all__ = ["OpenAIResponsesModel", "OpenAIResponsesResponse"]
+
+_RESPONSES_SETTINGS = {
+    "max_tokens": "max_output_tokens",
+    "max_output_tokens": "max_output_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+}
+
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.done"})
 
 
 class OpenAIResponsesModel(_OpenAIModel):
