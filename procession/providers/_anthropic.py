@@ -50,21 +50,13 @@ from ..data import (
     TextEndPayload,
     TextStartChunk,
     TextStartPayload,
-    ToolCallChunk,
-    ToolCallDeltaChunk,
-    ToolCallDeltaPayload,
-    ToolCallInputStreamingEndChunk,
-    ToolCallInputStreamingEndPayload,
-    ToolCallInputStreamingStartChunk,
-    ToolCallInputStreamingStartPayload,
-    ToolCallPayload,
     Usage,
 )
 from ..models import ModelRequest
 from ._anthropic_request import _request_body
 from ._errors import anthropic_error, incomplete_stream
 from ._http_model import HttpModel
-from ._json import as_dict, get_dict, get_int, get_str, parse_args
+from ._json import as_dict, get_dict, get_int, get_str
 from ._sse import (
     DEFAULT_MAX_EVENT_BYTES,
     ProviderResponse,
@@ -72,6 +64,7 @@ from ._sse import (
     ServerSentEvent,
     usage_total,
 )
+from ._tool_calls import ToolCallBlock, ToolCallEmitter
 
 if TYPE_CHECKING:
     import anthropic
@@ -222,12 +215,11 @@ class AnthropicModel(HttpModel):
 
 @attrs.define
 class _Block:
+    """An open text, thinking or redacted-thinking block (a tool call's is a
+    ``ToolCallBlock``)."""
+
     kind: str
     id: str
-    tool_call_id: str = ""
-    tool_name: str = ""
-    input_text: str = ""
-    initial_input: Any = None
     signature: str | None = None
 
 
@@ -242,7 +234,8 @@ class AnthropicResponse(ProviderResponse):
         self, response: httpx2.Response, **options: Unpack[ResponseOptions]
     ) -> None:
         super().__init__(response, **options)
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, _Block | ToolCallBlock] = {}
+        self._tool_calls = ToolCallEmitter(self._emit)
         self._message_id: str | None = None
         self._model: str | None = None
         self._usage: dict[str, Any] = {}
@@ -328,20 +321,10 @@ class AnthropicResponse(ProviderResponse):
                 )
             )
         elif kind == "tool_use":
-            tool = _Block(
-                "tool",
-                bid,
-                tool_call_id=get_str(block, "id") or f"toolu_{bid}",
-                tool_name=get_str(block, "name") or "",
-                initial_input=block.get("input"),
-            )
-            self._blocks[index] = tool
-            self._emit(
-                ToolCallInputStreamingStartChunk(
-                    payload=ToolCallInputStreamingStartPayload(
-                        tool_call_id=tool.tool_call_id, tool_name=tool.tool_name
-                    )
-                )
+            self._blocks[index] = self._tool_calls.start(
+                get_str(block, "id") or f"toolu_{bid}",
+                get_str(block, "name") or "",
+                initial_args=block.get("input"),
             )
         # Server tools, their results and other block kinds are not streamed.
 
@@ -352,7 +335,10 @@ class AnthropicResponse(ProviderResponse):
             return
         delta = get_dict(data, "delta")
         kind = get_str(delta, "type")
-        if kind == "text_delta" and block.kind == "text":
+        if isinstance(block, ToolCallBlock):
+            if kind == "input_json_delta":
+                self._tool_calls.delta(block, get_str(delta, "partial_json"))
+        elif kind == "text_delta" and block.kind == "text":
             if text := get_str(delta, "text"):
                 self._emit(
                     TextDeltaChunk(payload=TextDeltaPayload(id=block.id, text=text))
@@ -368,54 +354,20 @@ class AnthropicResponse(ProviderResponse):
             block.signature = (block.signature or "") + (
                 get_str(delta, "signature") or ""
             )
-        elif kind == "input_json_delta" and block.kind == "tool":
-            piece = get_str(delta, "partial_json") or ""
-            if piece:
-                block.input_text += piece
-                self._emit(
-                    ToolCallDeltaChunk(
-                        payload=ToolCallDeltaPayload(
-                            tool_call_id=block.tool_call_id,
-                            args_text_delta=piece,
-                            tool_name=block.tool_name,
-                        )
-                    )
-                )
 
     def _block_stop(self, data: dict[str, Any]) -> None:
         index = get_int(data, "index")
         block = self._blocks.pop(index, None) if index is not None else None
         if block is None:
             return
-        if block.kind == "text":
+        if isinstance(block, ToolCallBlock):
+            self._tool_calls.end(block)
+        elif block.kind == "text":
             self._emit(TextEndChunk(payload=TextEndPayload(id=block.id)))
         elif block.kind == "thinking":
             self._emit(
                 ReasoningEndChunk(
                     payload=ReasoningEndPayload(id=block.id, signature=block.signature)
-                )
-            )
-        elif block.kind == "tool":
-            if block.input_text:
-                args = parse_args(block.input_text)
-            elif isinstance(block.initial_input, dict):
-                args = block.initial_input
-            else:
-                args = {}
-            self._emit(
-                ToolCallInputStreamingEndChunk(
-                    payload=ToolCallInputStreamingEndPayload(
-                        tool_call_id=block.tool_call_id
-                    )
-                )
-            )
-            self._emit(
-                ToolCallChunk(
-                    payload=ToolCallPayload(
-                        tool_call_id=block.tool_call_id,
-                        tool_name=block.tool_name,
-                        args=args,
-                    )
                 )
             )
 

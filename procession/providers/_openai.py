@@ -16,7 +16,6 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import attrs
 import trio
 
 from .._errors import (
@@ -209,15 +208,6 @@ def _bad_choice(choice: object) -> ConfigurationError:
         f"tool_choice must be 'auto', 'none', 'required' or "
         f"{{'type': 'tool', 'tool_name': ...}}, got {choice!r}"
     )
-
-
-@attrs.define
-class _ToolState:
-    call_id: str
-    name: str
-    item_id: str = ""
-    args_text: str = ""
-    done: bool = False
 
 
 def _openai_usage(

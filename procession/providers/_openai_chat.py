@@ -40,18 +40,10 @@ from ..data import (
     TextEndPayload,
     TextStartChunk,
     TextStartPayload,
-    ToolCallChunk,
-    ToolCallDeltaChunk,
-    ToolCallDeltaPayload,
-    ToolCallInputStreamingEndChunk,
-    ToolCallInputStreamingEndPayload,
-    ToolCallInputStreamingStartChunk,
-    ToolCallInputStreamingStartPayload,
-    ToolCallPayload,
 )
 from ..models import ModelRequest, ToolChoice, ToolDefinition
 from ._errors import incomplete_stream
-from ._json import as_dict, get_dict, get_int, get_str, parse_args
+from ._json import as_dict, get_dict, get_int, get_str
 from ._openai import (
     _args_text,
     _bad_choice,
@@ -62,7 +54,6 @@ from ._openai import (
     _options,
     _result_text,
     _tool_name_of,
-    _ToolState,
     _unsupported,
 )
 from ._sse import (
@@ -70,6 +61,7 @@ from ._sse import (
     ResponseOptions,
     ServerSentEvent,
 )
+from ._tool_calls import ToolCallBlock, ToolCallEmitter
 
 if TYPE_CHECKING:
     import httpx2
@@ -250,7 +242,8 @@ class OpenAIChatResponse(ProviderResponse):
         self._metadata_sent = False
         self._text_open = False
         self._reasoning_open = False
-        self._tools: dict[int, _ToolState] = {}
+        self._tools: dict[int, ToolCallBlock] = {}
+        self._tool_calls = ToolCallEmitter(self._emit)
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
         self._saw_done = False
@@ -320,33 +313,14 @@ class OpenAIChatResponse(ProviderResponse):
             index = get_int(call, "index")
             index = position if index is None else index
             function = get_dict(call, "function")
-            state = self._tools.get(index)
-            if state is None:
+            block = self._tools.get(index)
+            if block is None:
                 self._end_reasoning()
-                state = _ToolState(
-                    call_id=get_str(call, "id") or f"call_{index}",
-                    name=get_str(function, "name") or "",
+                block = self._tools[index] = self._tool_calls.start(
+                    get_str(call, "id") or f"call_{index}",
+                    get_str(function, "name") or "",
                 )
-                self._tools[index] = state
-                self._emit(
-                    ToolCallInputStreamingStartChunk(
-                        payload=ToolCallInputStreamingStartPayload(
-                            tool_call_id=state.call_id, tool_name=state.name
-                        )
-                    )
-                )
-            piece = get_str(function, "arguments")
-            if piece and not state.done:
-                state.args_text += piece
-                self._emit(
-                    ToolCallDeltaChunk(
-                        payload=ToolCallDeltaPayload(
-                            tool_call_id=state.call_id,
-                            args_text_delta=piece,
-                            tool_name=state.name,
-                        )
-                    )
-                )
+            self._tool_calls.delta(block, get_str(function, "arguments"))
 
     def _end_reasoning(self) -> None:
         if self._reasoning_open:
@@ -359,24 +333,7 @@ class OpenAIChatResponse(ProviderResponse):
             self._text_open = False
             self._emit(TextEndChunk(payload=TextEndPayload(id="text-0")))
         for index in sorted(self._tools):
-            state = self._tools[index]
-            if state.done:
-                continue
-            state.done = True
-            self._emit(
-                ToolCallInputStreamingEndChunk(
-                    payload=ToolCallInputStreamingEndPayload(tool_call_id=state.call_id)
-                )
-            )
-            self._emit(
-                ToolCallChunk(
-                    payload=ToolCallPayload(
-                        tool_call_id=state.call_id,
-                        tool_name=state.name,
-                        args=parse_args(state.args_text),
-                    )
-                )
-            )
+            self._tool_calls.end(self._tools[index])
 
     def _on_end(self) -> None:
         if not self._saw_done and (self._finish_reason is None or self._usage is None):

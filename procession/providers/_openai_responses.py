@@ -39,18 +39,10 @@ from ..data import (
     TextEndPayload,
     TextStartChunk,
     TextStartPayload,
-    ToolCallChunk,
-    ToolCallDeltaChunk,
-    ToolCallDeltaPayload,
-    ToolCallInputStreamingEndChunk,
-    ToolCallInputStreamingEndPayload,
-    ToolCallInputStreamingStartChunk,
-    ToolCallInputStreamingStartPayload,
-    ToolCallPayload,
 )
 from ..models import ModelRequest, ToolChoice
 from ._errors import incomplete_stream
-from ._json import as_dict, get_dict, get_int, get_str, parse_args
+from ._json import as_dict, get_dict, get_int, get_str
 from ._openai import (
     _args_text,
     _bad_choice,
@@ -61,7 +53,6 @@ from ._openai import (
     _options,
     _result_text,
     _tool_name_of,
-    _ToolState,
     _unsupported,
 )
 from ._sse import (
@@ -69,6 +60,7 @@ from ._sse import (
     ResponseOptions,
     ServerSentEvent,
 )
+from ._tool_calls import ToolCallBlock, ToolCallEmitter
 
 if TYPE_CHECKING:
     import httpx2
@@ -222,8 +214,9 @@ class OpenAIResponsesResponse(ProviderResponse):
         self._model: str | None = None
         self._open_text: set[str] = set()
         self._open_reasoning: set[str] = set()
-        self._tools: dict[str, _ToolState] = {}
+        self._tools: dict[str, ToolCallBlock] = {}
         """By item id (and by ``output_index`` as ``"#<n>"``)."""
+        self._tool_calls = ToolCallEmitter(self._emit)
         self._called = False
         self._terminal: dict[str, Any] | None = None
 
@@ -271,25 +264,15 @@ class OpenAIResponsesResponse(ProviderResponse):
                     )
                 )
         elif kind == "response.function_call_arguments.delta":
-            state = self._tool_for(payload)
-            piece = get_str(payload, "delta")
-            if state is not None and piece and not state.done:
-                state.args_text += piece
-                self._emit(
-                    ToolCallDeltaChunk(
-                        payload=ToolCallDeltaPayload(
-                            tool_call_id=state.call_id,
-                            args_text_delta=piece,
-                            tool_name=state.name,
-                        )
-                    )
-                )
+            block = self._tool_for(payload)
+            if block is not None:
+                self._tool_calls.delta(block, get_str(payload, "delta"))
         elif kind == "response.output_item.done":
             self._item_done(payload)
         elif kind in _TERMINAL:
             self._terminal = payload
 
-    def _tool_for(self, payload: dict[str, Any]) -> _ToolState | None:
+    def _tool_for(self, payload: dict[str, Any]) -> ToolCallBlock | None:
         item_id = get_str(payload, "item_id")
         if item_id is not None and item_id in self._tools:
             return self._tools[item_id]
@@ -310,20 +293,12 @@ class OpenAIResponsesResponse(ProviderResponse):
         kind = get_str(item, "type")
         item_id = get_str(item, "id") or ""
         if kind == "function_call":
-            state = _ToolState(
-                call_id=get_str(item, "call_id") or item_id or "call",
-                name=get_str(item, "name") or "",
-                item_id=item_id,
+            block = self._tool_calls.start(
+                get_str(item, "call_id") or item_id or "call",
+                get_str(item, "name") or "",
             )
-            self._tools[item_id] = state
-            self._tools[f"#{get_int(payload, 'output_index')}"] = state
-            self._emit(
-                ToolCallInputStreamingStartChunk(
-                    payload=ToolCallInputStreamingStartPayload(
-                        tool_call_id=state.call_id, tool_name=state.name
-                    )
-                )
-            )
+            self._tools[item_id] = block
+            self._tools[f"#{get_int(payload, 'output_index')}"] = block
         elif kind == "reasoning":
             self._start_reasoning(item_id)
 
@@ -341,27 +316,11 @@ class OpenAIResponsesResponse(ProviderResponse):
             self._open_reasoning.discard(item_id)
             self._emit(ReasoningEndChunk(payload=ReasoningEndPayload(id=item_id)))
         elif kind == "function_call":
-            state = self._tools.get(item_id) or self._tool_for(payload)
-            if state is None or state.done:
-                return
-            state.done = True
-            self._called = True
-            arguments = get_str(item, "arguments")
-            args_text = arguments if arguments is not None else state.args_text
-            self._emit(
-                ToolCallInputStreamingEndChunk(
-                    payload=ToolCallInputStreamingEndPayload(tool_call_id=state.call_id)
-                )
-            )
-            self._emit(
-                ToolCallChunk(
-                    payload=ToolCallPayload(
-                        tool_call_id=state.call_id,
-                        tool_name=state.name,
-                        args=parse_args(args_text),
-                    )
-                )
-            )
+            block = self._tools.get(item_id) or self._tool_for(payload)
+            if block is not None and self._tool_calls.end(
+                block, get_str(item, "arguments")
+            ):
+                self._called = True
 
     def _on_end(self) -> None:
         terminal = self._terminal
