@@ -25,10 +25,9 @@ response. A body that ends without ``message_stop`` raises
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import attrs
 
@@ -51,34 +50,26 @@ from ..data import (
     TextEndPayload,
     TextStartChunk,
     TextStartPayload,
-    ToolCallChunk,
-    ToolCallDeltaChunk,
-    ToolCallDeltaPayload,
-    ToolCallInputStreamingEndChunk,
-    ToolCallInputStreamingEndPayload,
-    ToolCallInputStreamingStartChunk,
-    ToolCallInputStreamingStartPayload,
-    ToolCallPayload,
     Usage,
 )
-from ..models import ModelFinish, ModelRequest
+from ..models import ModelRequest
+from ._anthropic_request import _request_body
 from ._errors import anthropic_error, incomplete_stream
-from ._json import as_dict, get_dict, get_int, get_str, parse_args
+from ._http_model import HttpModel
+from ._json import as_dict, get_dict, get_int, get_str
 from ._sse import (
     DEFAULT_MAX_EVENT_BYTES,
-    ProviderCall,
     ProviderResponse,
+    ResponseOptions,
     ServerSentEvent,
-    check_max_event_bytes,
     usage_total,
 )
+from ._tool_calls import ToolCallBlock, ToolCallEmitter
 
 if TYPE_CHECKING:
     import anthropic
     import httpx2
     from anthropic.types import MessageParam
-
-from ._anthropic_request import _request_body
 
 __all__ = ["AnthropicModel", "AnthropicResponse"]
 
@@ -107,7 +98,7 @@ def _import_sdk() -> Any:
     return anthropic
 
 
-class AnthropicModel:
+class AnthropicModel(HttpModel):
     """A Claude model through the Anthropic Messages API (streaming).
 
     Args:
@@ -136,6 +127,8 @@ class AnthropicModel:
     (or ``async with model:``) closes a client it built.
     """
 
+    _provider = "anthropic"
+
     def __init__(
         self,
         model_id: str,
@@ -148,11 +141,7 @@ class AnthropicModel:
         default_headers: Mapping[str, str] | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        if not isinstance(model_id, str) or not model_id:
-            raise ConfigurationError(
-                f"AnthropicModel(model_id) must be a non-empty str, got {model_id!r}"
-            )
-        self._max_event_bytes = check_max_event_bytes(max_event_bytes, "AnthropicModel")
+        super().__init__(model_id, max_event_bytes=max_event_bytes)
         if (
             isinstance(max_tokens, bool)
             or not isinstance(max_tokens, int)
@@ -163,7 +152,6 @@ class AnthropicModel:
                 f"{max_tokens!r}"
             )
         sdk = _import_sdk()
-        self._model_id = model_id
         self._max_tokens = max_tokens
         self._owns_client = client is None
         if client is None:
@@ -188,54 +176,18 @@ class AnthropicModel:
         self._client = client
 
     @property
-    def provider(self) -> str:
-        return "anthropic"
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
     def client(self) -> anthropic.AsyncAnthropic:
         """The SDK client requests go through."""
         return self._client
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self._model_id!r})"
-
-    async def aclose(self) -> None:
-        """Close the SDK client if this model built it (its connection pool).
-        Checkpoints if there is a client to close; cancellation propagates."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> AnthropicModel:
-        """The model itself (no checkpoint); leaving the block closes it."""
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        """``aclose()``: checkpoints like it."""
-        await self.aclose()
-
-    def stream(self, request: ModelRequest) -> ProviderCall:
-        """Start a streaming call. Entering sends the request and waits for the
-        response headers (``ProviderError`` if the call is rejected or the
-        connection fails); leaving closes the HTTP response before returning,
-        even when the body was not read to the end or the block was cancelled."""
-        if not isinstance(request, ModelRequest):
-            raise TypeError(
-                f"AnthropicModel.stream expects a ModelRequest, got {request!r}"
-            )
-        return ProviderCall(functools.partial(self._start, request))
 
     def request_body(self, request: ModelRequest) -> tuple[dict[str, Any], list[Any]]:
         """The JSON body this model sends for ``request`` (without ``stream``),
         and the warnings (settings the API does not support)."""
         return _request_body(self._model_id, self._max_tokens, request)
 
-    async def _start(self, request: ModelRequest) -> ProviderResponse:
-        body, warnings = self.request_body(request)
-        headers = _headers_setting(request.settings)
+    async def _send(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[httpx2.Response, dict[str, Any]]:
         rest = {
             k: v
             for k, v in body.items()
@@ -255,40 +207,19 @@ class AnthropicModel:
             if mapped is None:
                 raise
             raise mapped from exc
-        return AnthropicResponse(
-            stream.response,
-            request_body={**body, "stream": True},
-            warnings=warnings,
-            max_event_bytes=self._max_event_bytes,
-        )
+        return stream.response, {**body, "stream": True}
 
-
-# --------------------------------------------------------------------------- #
-# Request
-# --------------------------------------------------------------------------- #
-
-
-def _headers_setting(settings: Mapping[str, Any]) -> dict[str, str]:
-    headers = settings.get("headers")
-    if headers is None:
-        return {}
-    if not isinstance(headers, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        raise ConfigurationError(
-            f"model setting 'headers' must map str to str, got {headers!r}"
-        )
-    return dict(headers)
+    async def _close_client(self) -> None:
+        await self._client.close()
 
 
 @attrs.define
 class _Block:
+    """An open text, thinking or redacted-thinking block (a tool call's is a
+    ``ToolCallBlock``)."""
+
     kind: str
     id: str
-    tool_call_id: str = ""
-    tool_name: str = ""
-    input_text: str = ""
-    initial_input: Any = None
     signature: str | None = None
 
 
@@ -300,17 +231,11 @@ class AnthropicResponse(ProviderResponse):
     model_class = "AnthropicModel"
 
     def __init__(
-        self,
-        response: httpx2.Response,
-        *,
-        request_body: dict[str, Any],
-        warnings: list[Any],
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        self, response: httpx2.Response, **options: Unpack[ResponseOptions]
     ) -> None:
-        super().__init__(response, max_event_bytes=max_event_bytes)
-        self._request_body = request_body
-        self._warnings = warnings
-        self._blocks: dict[int, _Block] = {}
+        super().__init__(response, **options)
+        self._blocks: dict[int, _Block | ToolCallBlock] = {}
+        self._tool_calls = ToolCallEmitter(self._emit)
         self._message_id: str | None = None
         self._model: str | None = None
         self._usage: dict[str, Any] = {}
@@ -396,20 +321,10 @@ class AnthropicResponse(ProviderResponse):
                 )
             )
         elif kind == "tool_use":
-            tool = _Block(
-                "tool",
-                bid,
-                tool_call_id=get_str(block, "id") or f"toolu_{bid}",
-                tool_name=get_str(block, "name") or "",
-                initial_input=block.get("input"),
-            )
-            self._blocks[index] = tool
-            self._emit(
-                ToolCallInputStreamingStartChunk(
-                    payload=ToolCallInputStreamingStartPayload(
-                        tool_call_id=tool.tool_call_id, tool_name=tool.tool_name
-                    )
-                )
+            self._blocks[index] = self._tool_calls.start(
+                get_str(block, "id") or f"toolu_{bid}",
+                get_str(block, "name") or "",
+                initial_args=block.get("input"),
             )
         # Server tools, their results and other block kinds are not streamed.
 
@@ -420,7 +335,10 @@ class AnthropicResponse(ProviderResponse):
             return
         delta = get_dict(data, "delta")
         kind = get_str(delta, "type")
-        if kind == "text_delta" and block.kind == "text":
+        if isinstance(block, ToolCallBlock):
+            if kind == "input_json_delta":
+                self._tool_calls.delta(block, get_str(delta, "partial_json"))
+        elif kind == "text_delta" and block.kind == "text":
             if text := get_str(delta, "text"):
                 self._emit(
                     TextDeltaChunk(payload=TextDeltaPayload(id=block.id, text=text))
@@ -436,54 +354,20 @@ class AnthropicResponse(ProviderResponse):
             block.signature = (block.signature or "") + (
                 get_str(delta, "signature") or ""
             )
-        elif kind == "input_json_delta" and block.kind == "tool":
-            piece = get_str(delta, "partial_json") or ""
-            if piece:
-                block.input_text += piece
-                self._emit(
-                    ToolCallDeltaChunk(
-                        payload=ToolCallDeltaPayload(
-                            tool_call_id=block.tool_call_id,
-                            args_text_delta=piece,
-                            tool_name=block.tool_name,
-                        )
-                    )
-                )
 
     def _block_stop(self, data: dict[str, Any]) -> None:
         index = get_int(data, "index")
         block = self._blocks.pop(index, None) if index is not None else None
         if block is None:
             return
-        if block.kind == "text":
+        if isinstance(block, ToolCallBlock):
+            self._tool_calls.end(block)
+        elif block.kind == "text":
             self._emit(TextEndChunk(payload=TextEndPayload(id=block.id)))
         elif block.kind == "thinking":
             self._emit(
                 ReasoningEndChunk(
                     payload=ReasoningEndPayload(id=block.id, signature=block.signature)
-                )
-            )
-        elif block.kind == "tool":
-            if block.input_text:
-                args = parse_args(block.input_text)
-            elif isinstance(block.initial_input, dict):
-                args = block.initial_input
-            else:
-                args = {}
-            self._emit(
-                ToolCallInputStreamingEndChunk(
-                    payload=ToolCallInputStreamingEndPayload(
-                        tool_call_id=block.tool_call_id
-                    )
-                )
-            )
-            self._emit(
-                ToolCallChunk(
-                    payload=ToolCallPayload(
-                        tool_call_id=block.tool_call_id,
-                        tool_name=block.tool_name,
-                        args=args,
-                    )
                 )
             )
 
@@ -493,17 +377,9 @@ class AnthropicResponse(ProviderResponse):
         usage = self._usage
         details = get_dict(usage, "output_tokens_details")
         reason = self._stop_reason
-        raw_response = self._raw_response()
-        raw_response.update(
-            request_id=self._response.headers.get("request-id"),
-            id=self._message_id,
-            model=self._model,
-        )
-        self.finish = ModelFinish(
-            finish_reason=_FINISH_REASONS.get(reason, "unknown")
-            if reason is not None
-            else "unknown",
-            usage=usage_total(
+        self.finish = self._finished(
+            _FINISH_REASONS.get(reason, "unknown") if reason is not None else "unknown",
+            usage_total(
                 Usage(
                     input_tokens=get_int(usage, "input_tokens"),
                     output_tokens=get_int(usage, "output_tokens"),
@@ -515,14 +391,17 @@ class AnthropicResponse(ProviderResponse):
                     raw=dict(usage),
                 )
             ),
-            warnings=tuple(self._warnings),
-            provider_metadata={
+            {
                 "anthropic": {
                     "stop_reason": reason,
                     "stop_sequence": self._stop_sequence,
                     "usage": dict(usage),
                 }
             },
-            request=self._request_body,
-            raw_response=raw_response,
+            request_id=self._response.headers.get("request-id"),
+            id=self._message_id,
+            model=self._model,
         )
+
+
+AnthropicModel._response_class = AnthropicResponse

@@ -284,8 +284,3 @@ def _assistant_block(part: Any, index: int) -> dict[str, Any] | None:
     if isinstance(part, PromptFilePart):
         return _with_cache(_file_block(part, index), part.provider_options)
     return None  # provider-executed tool results: server tools are not supported
-
-
-# --------------------------------------------------------------------------- #
-# Response
-# --------------------------------------------------------------------------- #

@@ -1,34 +1,21 @@
-"""OpenAI Chat Completions and Responses, spoken directly over ``httpx2``.
+"""What the OpenAI Chat Completions and Responses dialects share, spoken
+directly over ``httpx2``.
 
 No ``openai`` SDK: both endpoints are a POST with ``stream: true`` whose body is
 server-sent events, which ``_sse`` reads. Works against any OpenAI-compatible
-server through ``base_url`` (which includes ``/v1``).
-
-Chat Completions (data-only SSE, ending with ``data: [DONE]``): ``content``
-deltas become ``text-start/-delta/-end`` (id ``"text-0"``), ``reasoning_content``
-/ ``reasoning`` deltas (sent by several compatible servers) become
-``reasoning-*`` (id ``"reasoning-0"``), tool calls stream by ``index`` as
-``tool-call-input-streaming-start``, ``tool-call-delta``… and, once the choice
-finishes, ``tool-call-input-streaming-end`` and ``tool-call``. A ``data:``
-object with an ``error`` key raises ``ProviderStreamError`` with that object as
-body.
-
-Responses (``event:`` + ``data:``): output items map to the same chunks (ids are
-the item ids); ``response.completed`` / ``response.incomplete`` end the stream;
-an ``error`` event and ``response.failed`` raise ``ProviderStreamError`` whose
-``body`` is the event itself, in whichever shape it came (flat or nested
-``error``), so error processors can match it.
+server through ``base_url`` (which includes ``/v1``). Here: the model's
+transport (the API key, the URL, the send, the error for a response that is
+not a stream), the error event in a 200 stream, usage, and the request pieces
+both bodies spell alike. Each dialect's tables and its mapping to chunks are in
+its own module (``_openai_chat``, ``_openai_responses``).
 """
 
 from __future__ import annotations
 
-import abc
-import functools
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import attrs
 import trio
 
 from .._errors import (
@@ -52,13 +39,11 @@ from ._errors import (
     stream_error,
     transport_error,
 )
+from ._http_model import HttpModel
 from ._json import as_dict, dumps, get_dict, get_int, get_str
 from ._sse import (
     CLOSE_DEADLINE,
     DEFAULT_MAX_EVENT_BYTES,
-    ProviderCall,
-    ProviderResponse,
-    check_max_event_bytes,
     usage_total,
 )
 
@@ -83,13 +68,11 @@ def _import_httpx2() -> Any:
     return httpx2
 
 
-class _OpenAIModel(abc.ABC):
+class _OpenAIModel(HttpModel):
     """What the Chat Completions and Responses models share: configuration,
     the HTTP client, sending the request and mapping HTTP errors."""
 
     _path: ClassVar[str]
-    _provider: ClassVar[str]
-    _kind: ClassVar[str]
 
     def __init__(
         self,
@@ -101,12 +84,8 @@ class _OpenAIModel(abc.ABC):
         default_headers: Mapping[str, str] | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
+        super().__init__(model_id, max_event_bytes=max_event_bytes)
         name = type(self).__name__
-        if not isinstance(model_id, str) or not model_id:
-            raise ConfigurationError(
-                f"{name}(model_id) must be a non-empty str, got {model_id!r}"
-            )
-        self._max_event_bytes = check_max_event_bytes(max_event_bytes, name)
         http = _import_httpx2()
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         if not key:
@@ -117,7 +96,6 @@ class _OpenAIModel(abc.ABC):
             )
         register_secret(key)  # no error, log line or frame shows it
         url = base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-        self._model_id = model_id
         self._url = url.rstrip("/") + self._path
         self._headers = {
             "authorization": f"Bearer {key}",
@@ -130,64 +108,17 @@ class _OpenAIModel(abc.ABC):
         self._http: httpx2.AsyncClient = client
 
     @property
-    def provider(self) -> str:
-        return self._provider
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
     def url(self) -> str:
         """The endpoint requests are posted to."""
         return self._url
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._model_id!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this model built it. Checkpoints if there is
-        a client to close; cancellation propagates."""
-        if self._owns_client:
-            await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        """The model itself (no checkpoint); leaving the block closes it."""
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        """``aclose()``: checkpoints like it."""
-        await self.aclose()
-
-    def stream(self, request: ModelRequest) -> ProviderCall:
-        """Start a streaming call. Entering posts the request and waits for the
-        response headers (``ProviderError`` for an HTTP error status or a failed
-        connection); leaving closes the HTTP response before returning, even when
-        the body was not read to the end or the block was cancelled."""
-        if not isinstance(request, ModelRequest):
-            raise TypeError(
-                f"{type(self).__name__}.stream expects a ModelRequest, got {request!r}"
-            )
-        return ProviderCall(functools.partial(self._start, request))
-
-    @abc.abstractmethod
-    def request_body(self, request: ModelRequest) -> tuple[dict[str, Any], list[Any]]:
-        """The JSON body this model sends for ``request``, and the warnings
-        (settings the endpoint does not support)."""
-
-    @abc.abstractmethod
-    def _response(
-        self, response: httpx2.Response, body: dict[str, Any], warnings: list[Any]
-    ) -> ProviderResponse:
-        """The streamed response object for this endpoint."""
-
-    async def _start(self, request: ModelRequest) -> ProviderResponse:
+    async def _send(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[httpx2.Response, dict[str, Any]]:
         import httpx2
 
-        body, warnings = self.request_body(request)
-        headers = {**self._headers, **_headers_setting(request.settings)}
         http_request = self._http.build_request(
-            "POST", self._url, json=body, headers=headers
+            "POST", self._url, json=body, headers={**self._headers, **headers}
         )
         try:
             response = await self._http.send(http_request, stream=True)
@@ -196,7 +127,10 @@ class _OpenAIModel(abc.ABC):
         content_type = response.headers.get("content-type", "")
         if response.status_code >= 400 or content_type.startswith("application/json"):
             raise await self._rejected(response)
-        return self._response(response, body, warnings)
+        return response, body
+
+    async def _close_client(self) -> None:
+        await self._http.aclose()
 
     async def _rejected(self, response: httpx2.Response) -> ProviderError:
         """The error for a response that is not a stream (read, then closed)."""
@@ -233,19 +167,6 @@ class _OpenAIModel(abc.ABC):
             code=code,
             is_retryable=retryable,
         )
-
-
-def _headers_setting(settings: Mapping[str, Any]) -> dict[str, str]:
-    headers = settings.get("headers")
-    if headers is None:
-        return {}
-    if not isinstance(headers, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        raise ConfigurationError(
-            f"model setting 'headers' must map str to str, got {headers!r}"
-        )
-    return dict(headers)
 
 
 def _unsupported(settings: Mapping[str, Any], known: frozenset[str]) -> list[Any]:
@@ -289,39 +210,6 @@ def _bad_choice(choice: object) -> ConfigurationError:
     )
 
 
-@attrs.define
-class _ToolState:
-    call_id: str
-    name: str
-    item_id: str = ""
-    args_text: str = ""
-    done: bool = False
-
-
-# =========================================================================== #
-# Chat Completions
-# =========================================================================== #
-
-_CHAT_SETTINGS = {
-    "max_tokens": "max_tokens",
-    "max_output_tokens": "max_tokens",
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "seed": "seed",
-    "presence_penalty": "presence_penalty",
-    "frequency_penalty": "frequency_penalty",
-    "stop_sequences": "stop",
-}
-
-_CHAT_FINISH = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool-calls",
-    "function_call": "tool-calls",
-    "content_filter": "content-filter",
-}
-
-
 def _openai_usage(
     usage: dict[str, Any],
     *,
@@ -363,17 +251,3 @@ def _event_error(
         is_retryable=openai_payload_retryable(payload),
         code=code,
     )
-
-
-# =========================================================================== #
-# Responses
-# =========================================================================== #
-
-_RESPONSES_SETTINGS = {
-    "max_tokens": "max_output_tokens",
-    "max_output_tokens": "max_output_tokens",
-    "temperature": "temperature",
-    "top_p": "top_p",
-}
-
-_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.done"})

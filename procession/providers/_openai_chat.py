@@ -1,14 +1,22 @@
-"""OpenAI Chat Completions (data-only SSE ending with ``data: [DONE]``); see
-``procession.providers._openai`` for the mapping to chunks."""
+"""OpenAI Chat Completions (data-only SSE, ending with ``data: [DONE]``): its
+request body, its tables and its mapping to chunks; the transport is
+``_openai``'s.
+
+``content`` deltas become ``text-start/-delta/-end`` (id ``"text-0"``),
+``reasoning_content`` / ``reasoning`` deltas (sent by several compatible
+servers) become ``reasoning-*`` (id ``"reasoning-0"``), tool calls stream by
+``index`` as ``tool-call-input-streaming-start``, ``tool-call-delta``… and,
+once the choice finishes, ``tool-call-input-streaming-end`` and ``tool-call``.
+A ``data:`` object with an ``error`` key raises ``ProviderStreamError`` with
+that object as body.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .._errors import (
-    MessageFormatError,
-)
+from .._errors import MessageFormatError
 from ..data import (
     PromptAssistantMessage,
     PromptFilePart,
@@ -32,32 +40,11 @@ from ..data import (
     TextEndPayload,
     TextStartChunk,
     TextStartPayload,
-    ToolCallChunk,
-    ToolCallDeltaChunk,
-    ToolCallDeltaPayload,
-    ToolCallInputStreamingEndChunk,
-    ToolCallInputStreamingEndPayload,
-    ToolCallInputStreamingStartChunk,
-    ToolCallInputStreamingStartPayload,
-    ToolCallPayload,
 )
-from ..models import ModelFinish, ModelRequest, ToolChoice, ToolDefinition
-from ._errors import (
-    incomplete_stream,
-)
-from ._json import as_dict, get_dict, get_int, get_str, parse_args
-from ._sse import (
-    DEFAULT_MAX_EVENT_BYTES,
-    ProviderResponse,
-    ServerSentEvent,
-)
-
-if TYPE_CHECKING:
-    import httpx2
-
+from ..models import ModelRequest, ToolChoice, ToolDefinition
+from ._errors import incomplete_stream
+from ._json import as_dict, get_dict, get_int, get_str
 from ._openai import (
-    _CHAT_FINISH,
-    _CHAT_SETTINGS,
     _args_text,
     _bad_choice,
     _data_url,
@@ -67,11 +54,38 @@ from ._openai import (
     _options,
     _result_text,
     _tool_name_of,
-    _ToolState,
     _unsupported,
 )
+from ._sse import (
+    ProviderResponse,
+    ResponseOptions,
+    ServerSentEvent,
+)
+from ._tool_calls import ToolCallBlock, ToolCallEmitter
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["OpenAIChatModel", "OpenAIChatResponse"]
+
+_CHAT_SETTINGS = {
+    "max_tokens": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "seed": "seed",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "stop_sequences": "stop",
+}
+
+_CHAT_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+}
 
 
 class OpenAIChatModel(_OpenAIModel):
@@ -119,16 +133,6 @@ class OpenAIChatModel(_OpenAIModel):
             body["tool_choice"] = _chat_tool_choice(request.tool_choice)
         body.update(_options(request))
         return body, warnings
-
-    def _response(
-        self, response: httpx2.Response, body: dict[str, Any], warnings: list[Any]
-    ) -> ProviderResponse:
-        return OpenAIChatResponse(
-            response,
-            request_body=body,
-            warnings=warnings,
-            max_event_bytes=self._max_event_bytes,
-        )
 
 
 def _chat_tool(tool: ToolDefinition) -> dict[str, Any]:
@@ -230,22 +234,16 @@ class OpenAIChatResponse(ProviderResponse):
     model_class = "OpenAIChatModel"
 
     def __init__(
-        self,
-        response: httpx2.Response,
-        *,
-        request_body: dict[str, Any],
-        warnings: list[Any],
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        self, response: httpx2.Response, **options: Unpack[ResponseOptions]
     ) -> None:
-        super().__init__(response, max_event_bytes=max_event_bytes)
-        self._request_body = request_body
-        self._warnings = warnings
+        super().__init__(response, **options)
         self._id: str | None = None
         self._model: str | None = None
         self._metadata_sent = False
         self._text_open = False
         self._reasoning_open = False
-        self._tools: dict[int, _ToolState] = {}
+        self._tools: dict[int, ToolCallBlock] = {}
+        self._tool_calls = ToolCallEmitter(self._emit)
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
         self._saw_done = False
@@ -315,33 +313,14 @@ class OpenAIChatResponse(ProviderResponse):
             index = get_int(call, "index")
             index = position if index is None else index
             function = get_dict(call, "function")
-            state = self._tools.get(index)
-            if state is None:
+            block = self._tools.get(index)
+            if block is None:
                 self._end_reasoning()
-                state = _ToolState(
-                    call_id=get_str(call, "id") or f"call_{index}",
-                    name=get_str(function, "name") or "",
+                block = self._tools[index] = self._tool_calls.start(
+                    get_str(call, "id") or f"call_{index}",
+                    get_str(function, "name") or "",
                 )
-                self._tools[index] = state
-                self._emit(
-                    ToolCallInputStreamingStartChunk(
-                        payload=ToolCallInputStreamingStartPayload(
-                            tool_call_id=state.call_id, tool_name=state.name
-                        )
-                    )
-                )
-            piece = get_str(function, "arguments")
-            if piece and not state.done:
-                state.args_text += piece
-                self._emit(
-                    ToolCallDeltaChunk(
-                        payload=ToolCallDeltaPayload(
-                            tool_call_id=state.call_id,
-                            args_text_delta=piece,
-                            tool_name=state.name,
-                        )
-                    )
-                )
+            self._tool_calls.delta(block, get_str(function, "arguments"))
 
     def _end_reasoning(self) -> None:
         if self._reasoning_open:
@@ -354,24 +333,7 @@ class OpenAIChatResponse(ProviderResponse):
             self._text_open = False
             self._emit(TextEndChunk(payload=TextEndPayload(id="text-0")))
         for index in sorted(self._tools):
-            state = self._tools[index]
-            if state.done:
-                continue
-            state.done = True
-            self._emit(
-                ToolCallInputStreamingEndChunk(
-                    payload=ToolCallInputStreamingEndPayload(tool_call_id=state.call_id)
-                )
-            )
-            self._emit(
-                ToolCallChunk(
-                    payload=ToolCallPayload(
-                        tool_call_id=state.call_id,
-                        tool_name=state.name,
-                        args=parse_args(state.args_text),
-                    )
-                )
-            )
+            self._tool_calls.end(self._tools[index])
 
     def _on_end(self) -> None:
         if not self._saw_done and (self._finish_reason is None or self._usage is None):
@@ -381,11 +343,9 @@ class OpenAIChatResponse(ProviderResponse):
         self._close_blocks()
         reason = self._finish_reason
         usage = self._usage or {}
-        raw_response = self._raw_response()
-        raw_response.update(id=self._id, model=self._model)
-        self.finish = ModelFinish(
-            finish_reason=_CHAT_FINISH.get(reason, "unknown") if reason else "unknown",
-            usage=_openai_usage(
+        self.finish = self._finished(
+            _CHAT_FINISH.get(reason, "unknown") if reason else "unknown",
+            _openai_usage(
                 usage,
                 input_key="prompt_tokens",
                 output_key="completion_tokens",
@@ -394,10 +354,10 @@ class OpenAIChatResponse(ProviderResponse):
             )
             if self._usage is not None
             else None,
-            warnings=tuple(self._warnings),
-            provider_metadata={
-                "openai": {"finish_reason": reason, "usage": self._usage}
-            },
-            request=self._request_body,
-            raw_response=raw_response,
+            {"openai": {"finish_reason": reason, "usage": self._usage}},
+            id=self._id,
+            model=self._model,
         )
+
+
+OpenAIChatModel._response_class = OpenAIChatResponse

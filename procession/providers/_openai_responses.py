@@ -1,14 +1,19 @@
-"""OpenAI Responses (``event:`` + ``data:`` SSE); see
-``procession.providers._openai`` for the mapping to chunks."""
+"""OpenAI Responses (``event:`` + ``data:`` SSE): its request body, its tables
+and its mapping to chunks; the transport is ``_openai``'s.
+
+Output items map to the same chunks as Chat Completions' (ids are the item
+ids); ``response.completed`` / ``response.incomplete`` end the stream; an
+``error`` event and ``response.failed`` raise ``ProviderStreamError`` whose
+``body`` is the event itself, in whichever shape it came (flat or nested
+``error``), so error processors can match it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .._errors import (
-    MessageFormatError,
-)
+from .._errors import MessageFormatError
 from ..data import (
     PromptAssistantMessage,
     PromptFilePart,
@@ -34,32 +39,11 @@ from ..data import (
     TextEndPayload,
     TextStartChunk,
     TextStartPayload,
-    ToolCallChunk,
-    ToolCallDeltaChunk,
-    ToolCallDeltaPayload,
-    ToolCallInputStreamingEndChunk,
-    ToolCallInputStreamingEndPayload,
-    ToolCallInputStreamingStartChunk,
-    ToolCallInputStreamingStartPayload,
-    ToolCallPayload,
 )
-from ..models import ModelFinish, ModelRequest, ToolChoice
-from ._errors import (
-    incomplete_stream,
-)
-from ._json import as_dict, get_dict, get_int, get_str, parse_args
-from ._sse import (
-    DEFAULT_MAX_EVENT_BYTES,
-    ProviderResponse,
-    ServerSentEvent,
-)
-
-if TYPE_CHECKING:
-    import httpx2
-
+from ..models import ModelRequest, ToolChoice
+from ._errors import incomplete_stream
+from ._json import as_dict, get_dict, get_int, get_str
 from ._openai import (
-    _RESPONSES_SETTINGS,
-    _TERMINAL,
     _args_text,
     _bad_choice,
     _data_url,
@@ -69,11 +53,28 @@ from ._openai import (
     _options,
     _result_text,
     _tool_name_of,
-    _ToolState,
     _unsupported,
 )
+from ._sse import (
+    ProviderResponse,
+    ResponseOptions,
+    ServerSentEvent,
+)
+from ._tool_calls import ToolCallBlock, ToolCallEmitter
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["OpenAIResponsesModel", "OpenAIResponsesResponse"]
+
+_RESPONSES_SETTINGS = {
+    "max_tokens": "max_output_tokens",
+    "max_output_tokens": "max_output_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+}
+
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.done"})
 
 
 class OpenAIResponsesModel(_OpenAIModel):
@@ -117,16 +118,6 @@ class OpenAIResponsesModel(_OpenAIModel):
             body["tool_choice"] = _responses_tool_choice(request.tool_choice)
         body.update(_options(request))
         return body, warnings
-
-    def _response(
-        self, response: httpx2.Response, body: dict[str, Any], warnings: list[Any]
-    ) -> ProviderResponse:
-        return OpenAIResponsesResponse(
-            response,
-            request_body=body,
-            warnings=warnings,
-            max_event_bytes=self._max_event_bytes,
-        )
 
 
 def _responses_tool_choice(choice: ToolChoice) -> Any:
@@ -216,22 +207,16 @@ class OpenAIResponsesResponse(ProviderResponse):
     model_class = "OpenAIResponsesModel"
 
     def __init__(
-        self,
-        response: httpx2.Response,
-        *,
-        request_body: dict[str, Any],
-        warnings: list[Any],
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        self, response: httpx2.Response, **options: Unpack[ResponseOptions]
     ) -> None:
-        super().__init__(response, max_event_bytes=max_event_bytes)
-        self._request_body = request_body
-        self._warnings = warnings
+        super().__init__(response, **options)
         self._id: str | None = None
         self._model: str | None = None
         self._open_text: set[str] = set()
         self._open_reasoning: set[str] = set()
-        self._tools: dict[str, _ToolState] = {}
+        self._tools: dict[str, ToolCallBlock] = {}
         """By item id (and by ``output_index`` as ``"#<n>"``)."""
+        self._tool_calls = ToolCallEmitter(self._emit)
         self._called = False
         self._terminal: dict[str, Any] | None = None
 
@@ -279,25 +264,15 @@ class OpenAIResponsesResponse(ProviderResponse):
                     )
                 )
         elif kind == "response.function_call_arguments.delta":
-            state = self._tool_for(payload)
-            piece = get_str(payload, "delta")
-            if state is not None and piece and not state.done:
-                state.args_text += piece
-                self._emit(
-                    ToolCallDeltaChunk(
-                        payload=ToolCallDeltaPayload(
-                            tool_call_id=state.call_id,
-                            args_text_delta=piece,
-                            tool_name=state.name,
-                        )
-                    )
-                )
+            block = self._tool_for(payload)
+            if block is not None:
+                self._tool_calls.delta(block, get_str(payload, "delta"))
         elif kind == "response.output_item.done":
             self._item_done(payload)
         elif kind in _TERMINAL:
             self._terminal = payload
 
-    def _tool_for(self, payload: dict[str, Any]) -> _ToolState | None:
+    def _tool_for(self, payload: dict[str, Any]) -> ToolCallBlock | None:
         item_id = get_str(payload, "item_id")
         if item_id is not None and item_id in self._tools:
             return self._tools[item_id]
@@ -318,20 +293,12 @@ class OpenAIResponsesResponse(ProviderResponse):
         kind = get_str(item, "type")
         item_id = get_str(item, "id") or ""
         if kind == "function_call":
-            state = _ToolState(
-                call_id=get_str(item, "call_id") or item_id or "call",
-                name=get_str(item, "name") or "",
-                item_id=item_id,
+            block = self._tool_calls.start(
+                get_str(item, "call_id") or item_id or "call",
+                get_str(item, "name") or "",
             )
-            self._tools[item_id] = state
-            self._tools[f"#{get_int(payload, 'output_index')}"] = state
-            self._emit(
-                ToolCallInputStreamingStartChunk(
-                    payload=ToolCallInputStreamingStartPayload(
-                        tool_call_id=state.call_id, tool_name=state.name
-                    )
-                )
-            )
+            self._tools[item_id] = block
+            self._tools[f"#{get_int(payload, 'output_index')}"] = block
         elif kind == "reasoning":
             self._start_reasoning(item_id)
 
@@ -349,27 +316,11 @@ class OpenAIResponsesResponse(ProviderResponse):
             self._open_reasoning.discard(item_id)
             self._emit(ReasoningEndChunk(payload=ReasoningEndPayload(id=item_id)))
         elif kind == "function_call":
-            state = self._tools.get(item_id) or self._tool_for(payload)
-            if state is None or state.done:
-                return
-            state.done = True
-            self._called = True
-            arguments = get_str(item, "arguments")
-            args_text = arguments if arguments is not None else state.args_text
-            self._emit(
-                ToolCallInputStreamingEndChunk(
-                    payload=ToolCallInputStreamingEndPayload(tool_call_id=state.call_id)
-                )
-            )
-            self._emit(
-                ToolCallChunk(
-                    payload=ToolCallPayload(
-                        tool_call_id=state.call_id,
-                        tool_name=state.name,
-                        args=parse_args(args_text),
-                    )
-                )
-            )
+            block = self._tools.get(item_id) or self._tool_for(payload)
+            if block is not None and self._tool_calls.end(
+                block, get_str(item, "arguments")
+            ):
+                self._called = True
 
     def _on_end(self) -> None:
         terminal = self._terminal
@@ -392,11 +343,9 @@ class OpenAIResponsesResponse(ProviderResponse):
         else:
             reason = "tool-calls" if self._called else "stop"
         usage = response.get("usage")
-        raw_response = self._raw_response()
-        raw_response.update(id=self._id, model=self._model)
-        self.finish = ModelFinish(
-            finish_reason=reason,
-            usage=_openai_usage(
+        self.finish = self._finished(
+            reason,
+            _openai_usage(
                 usage,
                 input_key="input_tokens",
                 output_key="output_tokens",
@@ -405,14 +354,16 @@ class OpenAIResponsesResponse(ProviderResponse):
             )
             if isinstance(usage, dict)
             else None,
-            warnings=tuple(self._warnings),
-            provider_metadata={
+            {
                 "openai": {
                     "response_id": self._id,
                     "status": get_str(response, "status"),
                     "incomplete_reason": incomplete,
                 }
             },
-            request=self._request_body,
-            raw_response=raw_response,
+            id=self._id,
+            model=self._model,
         )
+
+
+OpenAIResponsesModel._response_class = OpenAIResponsesResponse

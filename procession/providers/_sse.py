@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import attrs
 import trio
@@ -31,7 +31,7 @@ from .._errors import (
 )
 from .._secrets import get_logger
 from ..data import Chunk, Usage
-from ..models import ModelFinish
+from ..models import FinishReason, ModelFinish
 from . import _json
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "ProviderCall",
     "ProviderResponse",
+    "ResponseOptions",
     "SSEDecoder",
     "ServerSentEvent",
     "check_max_event_bytes",
@@ -196,12 +197,21 @@ class SSEDecoder:
             )
 
 
+class ResponseOptions(TypedDict, total=False):
+    """What a model hands the response it opens besides the HTTP response (the
+    keyword arguments of every ``ProviderResponse`` subclass)."""
+
+    request_body: Required[dict[str, Any]]
+    warnings: Required[list[Any]]
+    max_event_bytes: int
+
+
 class ProviderResponse(abc.ABC):
     """A streaming model response read from an SSE body (``ModelResponse``).
 
     Subclasses turn provider events into chunks in ``_on_event`` (pushing them
     with ``_emit``) and decide at the end of the body in ``_on_end``, which sets
-    ``finish`` or raises ``ProviderError``.
+    ``finish`` (``_finished`` builds it) or raises ``ProviderError``.
 
     Every ``__anext__`` reads the socket only when no converted chunk is
     waiting, so a consumer that stops reading stops the reads: the server is
@@ -222,10 +232,14 @@ class ProviderResponse(abc.ABC):
         self,
         response: httpx2.Response,
         *,
+        request_body: dict[str, Any],
+        warnings: list[Any],
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self.finish: ModelFinish | None = None
         self._response = response
+        self._request_body = request_body
+        self._warnings = warnings
         self._bytes: AsyncGenerator[bytes, None] | None = None
         self._decoder = SSEDecoder(
             max_event_bytes=max_event_bytes,
@@ -267,12 +281,27 @@ class ProviderResponse(abc.ABC):
             return transport_error(self.provider, exc)
         return None
 
-    def _raw_response(self) -> dict[str, Any]:
-        headers = dict(self._response.headers.items())
-        return {
-            "status_code": self._response.status_code,
-            "headers": headers,
-        }
+    def _finished(
+        self,
+        finish_reason: FinishReason,
+        usage: Usage | None,
+        provider_metadata: Any,
+        **raw_response: Any,
+    ) -> ModelFinish:
+        """The ``finish`` of this response: with its warnings, the request body
+        and the raw response (status, headers and ``raw_response``'s items)."""
+        return ModelFinish(
+            finish_reason=finish_reason,
+            usage=usage,
+            warnings=tuple(self._warnings),
+            provider_metadata=provider_metadata,
+            request=self._request_body,
+            raw_response={
+                "status_code": self._response.status_code,
+                "headers": dict(self._response.headers.items()),
+                **raw_response,
+            },
+        )
 
     # -- iteration -------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import anthropic
 import httpx2
 import pytest
 import trio
+from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import (
     OverloadedError,
@@ -23,9 +24,7 @@ from procession import (
     ProviderTimeoutError,
     RateLimitError,
 )
-from procession.processors import PromptTextPart, PromptUserMessage
 from procession.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from procession.runtime import ModelRequest
 from procession.testing.fake_provider import (
     Fault,
     HttpError,
@@ -34,15 +33,9 @@ from procession.testing.fake_provider import (
     open_fake_provider,
 )
 
-pytestmark = pytest.mark.filterwarnings(
-    # httpx2 leaves httpcore2's inner generator to the collector after an early
-    # close (the socket itself is closed at once); see test_providers_anthropic.
-    "ignore:Async generator 'httpcore2._async.connection_pool.PoolByteStream"
-    ".__aiter__' was garbage collected:ResourceWarning"
-)
+pytestmark = HTTPCORE_GC_WARNING
 
 TIMEOUT = 10
-HI = ModelRequest(prompt=[PromptUserMessage([PromptTextPart("hi")])])
 PROVIDERS = ["anthropic", "openai-responses", "openai-chat"]
 OVERLOADED_503 = (
     "That model is currently overloaded with other requests. You can retry your "

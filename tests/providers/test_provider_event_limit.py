@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 import trio
+from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import ConfigurationError, EventTooLargeError
 from procession.chunks import TextDeltaChunk
-from procession.processors import PromptTextPart, PromptUserMessage
 from procession.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from procession.runtime import ModelRequest
 from procession.testing.fake_provider import (
     Stream,
     anthropic_events,
@@ -25,14 +24,8 @@ from procession.testing.fake_provider import (
     responses_events,
 )
 
-pytestmark = pytest.mark.filterwarnings(
-    # httpx2 leaves httpcore2's inner generator to the collector after an early
-    # close (the socket itself is closed at once); see test_providers_anthropic.
-    "ignore:Async generator 'httpcore2._async.connection_pool.PoolByteStream"
-    ".__aiter__' was garbage collected:ResourceWarning"
-)
+pytestmark = HTTPCORE_GC_WARNING
 
-HI = ModelRequest(prompt=[PromptUserMessage([PromptTextPart("hi")])])
 MODELS = [AnthropicModel, OpenAIChatModel, OpenAIResponsesModel]
 RENDER: dict[type, Any] = {
     AnthropicModel: anthropic_events,

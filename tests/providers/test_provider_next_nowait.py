@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import Agent, ProviderStreamError
 from procession.chunks import (
@@ -24,10 +25,8 @@ from procession.chunks import (
     ToolCallChunk,
     ToolCallInputStreamingEndChunk,
 )
-from procession.processors import PromptTextPart, PromptUserMessage
 from procession.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from procession.providers._sse import ProviderResponse
-from procession.runtime import ModelRequest
 from procession.testing.fake_provider import (
     Fault,
     Stream,
@@ -37,14 +36,8 @@ from procession.testing.fake_provider import (
     responses_events,
 )
 
-pytestmark = pytest.mark.filterwarnings(
-    # httpx2 leaves httpcore2's inner generator to the collector after an early
-    # close (the socket itself is closed at once); see test_providers_anthropic.
-    "ignore:Async generator 'httpcore2._async.connection_pool.PoolByteStream"
-    ".__aiter__' was garbage collected:ResourceWarning"
-)
+pytestmark = HTTPCORE_GC_WARNING
 
-HI = ModelRequest(prompt=[PromptUserMessage([PromptTextPart("hi")])])
 MODELS = [AnthropicModel, OpenAIChatModel, OpenAIResponsesModel]
 RENDER: dict[type, Callable[..., list[str]]] = {
     AnthropicModel: anthropic_events,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import trio
+from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import Agent
 from procession.chunks import TextDeltaChunk
@@ -30,14 +31,7 @@ from procession.testing.fake_provider import (
     responses_events,
 )
 
-pytestmark = pytest.mark.filterwarnings(
-    # httpx2 leaves httpcore2's inner generator to the collector after an early
-    # close (the socket itself is closed at once); see test_providers_anthropic.
-    "ignore:Async generator 'httpcore2._async.connection_pool.PoolByteStream"
-    ".__aiter__' was garbage collected:ResourceWarning"
-)
-
-HI = ModelRequest(prompt=[PromptUserMessage([PromptTextPart("hi")])])
+pytestmark = HTTPCORE_GC_WARNING
 
 
 @pytest.fixture(autouse=True)
