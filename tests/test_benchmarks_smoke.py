@@ -285,3 +285,17 @@ def test_mastra_refuses_an_install_of_other_versions(tmp_path: pathlib.Path) -> 
         found = module.find_mastra("unused-npm", root=tmp_path / "cache")
         assert isinstance(found, module.Skipped)
     assert found.reason == "npm installed @mastra/core 0.24.0, not the pinned 1.71.0"
+
+
+def test_the_durable_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    module, rows = run_quick("durable")
+    checkpoints = [r for r in rows if isinstance(r, module.CheckpointRow)]
+    kills = [r for r in rows if isinstance(r, module.KillRow)]
+    (takeovers,) = [r for r in rows if isinstance(r, module.TakeoverRow)]
+    assert checkpoints[0].storage == "sqlite file"
+    assert all(r.plain_ms > 0 and r.durable_ms > 0 for r in checkpoints)
+    assert kills
+    assert all(r.kill_to_first_ms > 0 for r in kills)
+    assert takeovers.takeovers == 3
+    assert (takeovers.lost, takeovers.duplicated) == (0, 0)
+    assert "summary:" in capsys.readouterr().out
