@@ -790,7 +790,7 @@ class ProcessionApp:
                     results.append(await reader.result())
                     nursery.cancel_scope.cancel()
                 finally:
-                    self.runs.streams.pop(key, None)
+                    self.runs.release(key, reader)
         finally:
             self.runs.reserved -= 1
         if not results:
@@ -1026,13 +1026,13 @@ class ProcessionApp:
         self.runs.reserved += 1
         try:
             async with run as stream, trio.open_nursery() as nursery:
-                self.runs.streams[key] = RunReader(stream)
+                reader = self.runs.streams[key] = RunReader(stream)
                 try:
                     nursery.start_soon(_cancel_at, self.shutdown_event, stream)
                     yield stream
                     nursery.cancel_scope.cancel()
                 finally:
-                    self.runs.streams.pop(key, None)
+                    self.runs.release(key, reader)
         finally:
             self.runs.reserved -= 1
 
