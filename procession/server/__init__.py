@@ -31,7 +31,12 @@ Resume (``create_app(resume=True)``) keeps runs behind a ``RunBus``;
 ``InProcessRunBus`` is the one-process implementation, ``RedisRunBus``
 (``create_app(bus="redis://...")``, ``procession serve --bus``; the ``redis``
 extra) the one for several server processes: resume and cancel on any
-replica, a lease per run, runs of a dead replica marked failed. Each request is an
+replica, a lease per run, runs of a dead replica marked failed. A run paused
+for approval and answered (on any replica) goes on under the same run: its
+continuation is published under the run's key (the chat's, for a chat), so
+the run's followers on every replica read it, its frame ids numbered on from
+the pause (a follower that read the pause reconnects with its last id).
+Each request is an
 OpenTelemetry span when a recording provider exists, the run's
 ``invoke_agent`` span its child.
 

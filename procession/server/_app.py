@@ -17,7 +17,12 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    nullcontext,
+)
 from typing import Any, Final
 
 import attrs
@@ -34,7 +39,7 @@ from ..chunks import Chunk
 from ..memory import MissingThreadError, ThreadOwnershipError
 from ..processors import ConfigurationError
 from ..runtime import Agent, AgentResult, AgentStream, open_tool_sources
-from ._bus import RunBus, RunBusError
+from ._bus import RunBus, RunBusError, RunPublisher
 from ._hold import StepText, check_step_text
 from ._http import (
     ClientGone,
@@ -109,6 +114,31 @@ MASTRA_STREAM_HEADERS: Final = [
 ]
 
 
+_PAUSED_LOG_WAIT_S: Final = 10.0
+"""How long a continuation waits for the log of the part of its run that
+paused to close (``ProcessionApp._continued``): a moment, unless the replica
+holding it died (then until its lease expires: ``RedisRunBus.lease_s``, 10 s
+by default)."""
+_PAUSED_LOG_POLL_S: Final = 0.01
+
+
+@attrs.frozen
+class _Keys:
+    """A served run's keys: ``run`` in the registry (``run_key``), ``resume``
+    on the bus (the same, or the chat's ``chat_key``)."""
+
+    run: str
+    resume: str
+
+
+@attrs.define(eq=False)
+class _ChatRun:
+    """The run this process executes for a chat (identity marks whose it is:
+    a continuation may map the chat while the paused part still leaves)."""
+
+    run_key: str
+
+
 @attrs.frozen
 class _Request:
     """One routed request: the ASGI triple, the path's parameters, whom it
@@ -167,7 +197,7 @@ class ProcessionApp:
         """The runs this process executes, by ``run_key(owner, run id)``."""
         # Chat key -> the run key of the run this process executes for the
         # chat: a chat is stopped by its key.
-        self._chat_runs: dict[str, str] = {}
+        self._chat_runs: dict[str, _ChatRun] = {}
         self.workers = 1
         """How many worker processes serve this app (``serve_worker`` sets
         it): each runs its own runs, under its own ``max_concurrent_runs``."""
@@ -518,18 +548,22 @@ class ProcessionApp:
                 ) from None
         return request
 
-    def _start_run(
-        self, agent: Agent, request: RunRequest, span: RequestSpan, key: str
-    ) -> Any:
-        """``agent.stream(...)`` for ``request`` (which has its run id), its
-        entry under the request's span; a bad option is a 400, a full server
-        a 503, a run of the same owner running under ``key`` a 409."""
+    def _check_room(self) -> None:
+        """A 503 when the server runs its limit of runs."""
         if self.runs.full:
             raise HttpError(
                 503,
                 f"the server is running its limit of {self.runs.limit} runs; retry",
                 headers=[(b"retry-after", b"1")],
             )
+
+    def _start_run(
+        self, agent: Agent, request: RunRequest, span: RequestSpan, key: str
+    ) -> Any:
+        """``agent.stream(...)`` for ``request`` (which has its run id), its
+        entry under the request's span; a bad option is a 400, a full server
+        a 503, a run of the same owner running under ``key`` a 409."""
+        self._check_room()
         if key in self.runs.streams:
             raise HttpError(
                 409, f"run {request.run_id!r} is already running", field="runId"
@@ -567,6 +601,7 @@ class ProcessionApp:
         run = self._start_run(agent, request, req.span, key)
         if agent.memory is None and request.thread_id is not None:
             settings = _with_memory_ignored(settings, agent)
+        publisher = None
         if self.bus is not None:
             try:
                 publisher = await self.bus.open_run(
@@ -579,21 +614,51 @@ class ProcessionApp:
                     409, f"run {request.run_id!r} is already running", field="runId"
                 ) from None
         self.runs.reserved += 1
-        if resume_key != key:
-            self._chat_runs[resume_key] = key
         try:
-            if self.bus is None:
+            await self._relay(
+                req,
+                run,
+                settings,
+                _Keys(key, resume_key),
+                publisher,
+                gap_frame,
+                hold=self._holds(agent),
+            )
+        finally:
+            self.runs.reserved -= 1
+
+    async def _relay(
+        self,
+        req: _Request,
+        run: AbstractAsyncContextManager[AgentStream],
+        settings: StreamSettings,
+        keys: _Keys,
+        publisher: RunPublisher | None,
+        gap_frame: Callable[[str, str], bytes],
+        *,
+        hold: bool,
+    ) -> None:
+        """Stream ``run`` to the request, registered under ``keys.run`` (and,
+        for a chat, stoppable by ``keys.resume``): through its log
+        ``publisher`` when the app has a bus (the run outlives its client;
+        any replica's followers read it), else straight to the client."""
+        chat = _ChatRun(keys.run)
+        if keys.resume != keys.run:
+            self._chat_runs[keys.resume] = chat
+        try:
+            if publisher is None:
                 await stream_response(
                     req.send,
                     req.receive,
                     run,
                     settings,
                     registry=self.runs,
-                    key=key,
+                    key=keys.run,
                     shutdown=self.shutdown_event,
-                    hold=self._holds(agent),
+                    hold=hold,
                 )
                 return
+            assert self.bus is not None
             try:
                 await stream_resumable(
                     req.send,
@@ -602,19 +667,86 @@ class ProcessionApp:
                     settings,
                     publisher=publisher,
                     registry=self.runs,
-                    key=key,
+                    key=keys.run,
                     shutdown=self.shutdown_event,
                     grace_s=self.resume_grace_s,
                     gap_frame=gap_frame,
-                    hold=self._holds(agent),
+                    hold=hold,
                 )
             finally:
                 await _close_quietly(publisher)
-                self.bus.remove(resume_key)
+                self.bus.remove(keys.resume)
+        finally:
+            if self._chat_runs.get(keys.resume) is chat:
+                del self._chat_runs[keys.resume]
+
+    async def _continued(
+        self,
+        req: _Request,
+        agent: Agent,
+        run: AbstractAsyncContextManager[AgentStream],
+        settings: StreamSettings,
+        keys: _Keys,
+        gap_frame: Callable[[str, str], bytes],
+    ) -> None:
+        """Stream an answered run's continuation (``run``: ``approve_tool_call``
+        and its kin, not entered) as a run that starts is streamed.
+
+        Entering ``run`` decides the answer, exactly once across replicas: a
+        repeat raises ``ApprovalAlreadyDecided`` there, before anything is
+        sent or published. Then, with a bus, the continuation's frames go to
+        a new log under ``keys.resume`` (the run's key, or its chat's), after
+        the log of the part of the run that paused (``_bus``: a key's logs),
+        so a follower on any replica reads it, a ``Last-Event-ID`` resumes
+        it, and a cancel through any replica reaches it. That log closes a
+        moment after the pause was kept (its last frames are being written
+        when a quick answer arrives): the continuation waits for it, up to
+        ``_PAUSED_LOG_WAIT_S``; past that (a replica that died holding it
+        and whose lease has not expired yet) it streams to its client alone
+        rather than lose the answer, and says so in the log."""
+        self._check_room()
+        self.runs.reserved += 1
+        try:
+            async with run as stream:
+                publisher = await self._log_after_pause(keys.resume, stream, settings)
+                await self._relay(
+                    req,
+                    nullcontext(stream),
+                    settings,
+                    keys,
+                    publisher,
+                    gap_frame,
+                    hold=self._holds(agent),
+                )
         finally:
             self.runs.reserved -= 1
-            if self._chat_runs.get(resume_key) == key:
-                del self._chat_runs[resume_key]
+
+    async def _log_after_pause(
+        self, resume_key: str, stream: AgentStream, settings: StreamSettings
+    ) -> RunPublisher | None:
+        """The continuation's log under ``resume_key`` once the paused log
+        there is closed (``_continued``); None without a bus, or when it
+        stays open past ``_PAUSED_LOG_WAIT_S``. Checkpoints."""
+        if self.bus is None:
+            await trio.lowlevel.checkpoint()
+            return None
+        run_id = stream.run_id
+        lost = lost_frames(settings, run_id)
+        with trio.move_on_after(_PAUSED_LOG_WAIT_S):
+            while True:
+                try:
+                    return await self.bus.open_run(
+                        resume_key, run_id=run_id, lost_frames=lost
+                    )
+                except KeyError:
+                    await trio.sleep(_PAUSED_LOG_POLL_S)
+        logger.warning(
+            "run %s: the log under its key stayed open for %s s after its pause; "
+            "its continuation streams to the answering client only",
+            run_id,
+            _PAUSED_LOG_WAIT_S,
+        )
+        return None
 
     async def _stream(self, req: _Request) -> None:
         agent = self._agent(req.params["agent"])
@@ -651,7 +783,12 @@ class ProcessionApp:
         body = await self._body(req)
         answers = approval_answers(body)
         if answers:
-            await self._answer_in_chat(req, agent, answers)
+            chat_id = body.get("id")
+            if isinstance(chat_id, str) and chat_id:
+                check_id(chat_id, "id")
+            else:
+                chat_id = None
+            await self._answer_in_chat(req, agent, answers, chat_id)
             return
         chat_id, request = parse_chat_body(body)
         if agent.memory is not None and request.thread_id is not None:
@@ -667,14 +804,20 @@ class ProcessionApp:
         )
 
     async def _answer_in_chat(
-        self, req: _Request, agent: Agent, answers: list[ChatApproval]
+        self,
+        req: _Request,
+        agent: Agent,
+        answers: list[ChatApproval],
+        chat_id: str | None,
     ) -> None:
         """The AI SDK's approval round trip: the chat's next request carries
         the answer (``addToolApprovalResponse``: a tool part in state
         ``approval-responded``); the run it names goes on, streamed as a UI
-        message stream that continues the same assistant message. An answer
-        already applied (still in the history of a later request) is skipped
-        when another applies; alone, it is the 409 it is."""
+        message stream that continues the same assistant message (with a
+        bus, published under the chat's key: ``GET /api/chat/{id}/stream``
+        follows it). An answer already applied (still in the history of a
+        later request) is skipped when another applies; alone, it is the 409
+        it is."""
         owner = req.principal.resource
         last: Exception | None = None
         for answer in answers:
@@ -696,18 +839,19 @@ class ProcessionApp:
             settings = attrs.evolve(
                 self._ui_settings(), encode=_ui_encoder(answer.message_id)
             )
-            key = run_key(owner, answer.run_id)
+            keys = _Keys(
+                run_key(owner, answer.run_id),
+                chat_key(owner, chat_id or answer.run_id),
+            )
             req.span.run_id = answer.run_id
             try:
-                await stream_response(
-                    req.send,
-                    req.receive,
+                await self._continued(
+                    req,
+                    agent,
                     run,
                     settings,
-                    registry=self.runs,
-                    key=key,
-                    shutdown=self.shutdown_event,
-                    hold=self._holds(agent),
+                    keys,
+                    lambda name, message: _ui_error_frame(f"{name}: {message}"),
                 )
             except (ApprovalAlreadyDecided, WaitingRunNotFound) as exc:
                 last = exc  # raised on entering: nothing was sent
@@ -790,7 +934,7 @@ class ProcessionApp:
                     results.append(await reader.result())
                     nursery.cancel_scope.cancel()
                 finally:
-                    self.runs.streams.pop(key, None)
+                    self.runs.release(key, reader)
         finally:
             self.runs.reserved -= 1
         if not results:
@@ -844,33 +988,24 @@ class ProcessionApp:
                 decided_by=owner,
             )
         key = run_key(owner, run_id)
-        if key in self.runs.streams:
-            raise HttpError(409, f"run {run_id!r} is already running", field="runId")
-        if self.runs.full:
-            raise HttpError(
-                503,
-                f"the server is running its limit of {self.runs.limit} runs; retry",
-                headers=[(b"retry-after", b"1")],
-            )
-        self.runs.reserved += 1
-        try:
-            if action.endswith("-generate"):
+        if action.endswith("-generate"):
+            self._check_room()
+            self.runs.reserved += 1
+            try:
                 async with run as stream:
                     result = await stream.result()
-                await send_json(req.send, 200, generate_body(result))
-                return
-            await stream_response(
-                req.send,
-                req.receive,
-                run,
-                self._mastra_settings(run_id),
-                registry=self.runs,
-                key=key,
-                shutdown=self.shutdown_event,
-                hold=self._holds(agent),
-            )
-        finally:
-            self.runs.reserved -= 1
+            finally:
+                self.runs.reserved -= 1
+            await send_json(req.send, 200, generate_body(result))
+            return
+        await self._continued(
+            req,
+            agent,
+            run,
+            self._mastra_settings(run_id),
+            _Keys(key, key),
+            lambda name, message: _mastra_gap_frame(name, message, run_id),
+        )
 
     async def _suspended_runs(self, req: _Request) -> None:
         """``GET /api/agents/{agentId}/suspended-runs`` (client-js's
@@ -961,7 +1096,8 @@ class ProcessionApp:
         """Cancel the run under ``key`` (a ``run_key``, or a ``chat_key`` for
         the chat's run) if this process executes it; True if so (the bus calls
         this with the run's bus key for a cancel sent to another replica)."""
-        return await self.runs.cancel(self._chat_runs.get(key, key))
+        chat = self._chat_runs.get(key)
+        return await self.runs.cancel(key if chat is None else chat.run_key)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         """ASGI lifespan: from startup to shutdown the agents' tool sources
@@ -1026,13 +1162,13 @@ class ProcessionApp:
         self.runs.reserved += 1
         try:
             async with run as stream, trio.open_nursery() as nursery:
-                self.runs.streams[key] = RunReader(stream)
+                reader = self.runs.streams[key] = RunReader(stream)
                 try:
                     nursery.start_soon(_cancel_at, self.shutdown_event, stream)
                     yield stream
                     nursery.cancel_scope.cancel()
                 finally:
-                    self.runs.streams.pop(key, None)
+                    self.runs.release(key, reader)
         finally:
             self.runs.reserved -= 1
 

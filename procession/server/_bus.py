@@ -8,7 +8,7 @@ shared by several server processes. The app uses the async methods
 a network call.
 
 A run's log is a sequence of SSE frames (already framed for the route's
-protocol), numbered from 1; the number is the frame's SSE ``id:``. The log
+protocol), numbered; the number is the frame's SSE ``id:``. The log
 keeps the newest ``buffer_frames`` frames of each run (older ones are
 dropped: memory per run is bounded by that many frames). An *attached*
 subscriber (a client reading now) is never dropped behind: the publisher
@@ -16,6 +16,25 @@ waits for the slowest attached subscriber before it drops a frame that one
 has not read (backpressure). A subscriber that attaches asking for frames
 already dropped gets ``ReplayGap`` (the route writes a typed error frame),
 never a silent gap.
+
+A key's logs, one after another. A run that pauses for a person ends its log
+(its followers read the pause, then the end); the continuation that an answer
+starts, on any replica, opens a *new* log under the same key once the paused
+one is closed (``open_run`` refuses a key only while its log is open). The
+new log's frames are numbered on from the previous log's (an id is never
+reused under a key), so a ``Last-Event-ID`` says which log a client read:
+
+* attaching with no id reads the key's newest log from its first frame;
+* attaching after the last frame of an earlier log (a client that read the
+  pause through to its end) reads the next log from its first frame: no gap,
+  no repeat;
+* attaching after any other frame of an earlier log reads the rest of that
+  log, then its end (``RedisRunBus``, which keeps ended logs), or gets
+  ``ReplayGap`` (``InProcessRunBus``, which forgets a log when its run ends):
+  never a frame of a later log in place of the ones missed.
+
+A response follows one log: a follower of a paused run reconnects (with its
+last id) to follow the continuation.
 """
 
 from __future__ import annotations
@@ -23,7 +42,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 import attrs
 import trio
@@ -138,8 +157,9 @@ class RunBus(Protocol):
     async def open_run(
         self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
     ) -> RunPublisher:
-        """A new log under ``key`` for run ``run_id``, held by this process;
-        ``KeyError`` if a live run has the key. ``lost_frames`` are written in
+        """A new log under ``key`` for run ``run_id``, held by this process,
+        after the key's previous log (the module docstring); ``KeyError``
+        while the key's log is open. ``lost_frames`` are written in
         the run's place should this process die with it unfinished.
         Checkpoints; cancelled, no log was opened or the lease expires."""
         ...
@@ -162,7 +182,8 @@ class RunBus(Protocol):
         ...
 
     def remove(self, key: str) -> None:
-        """Forget the log (its run ended and its publisher closed)."""
+        """Forget the key's log if its publisher closed (a newer log under
+        the key, which a continuation may already have opened, is kept)."""
         ...
 
 
@@ -205,13 +226,20 @@ class _Log:
     """One run's frames in memory (``InProcessRunBus``)."""
 
     capacity: int
+    start: int = 1
+    """The number of the log's first frame: one past the last of its key's
+    previous log."""
     batch_frames: ClassVar[int] = 1  # in memory, one by one costs nothing
     frames: deque[bytes] = attrs.field(factory=deque)
-    first: int = 1
-    next: int = 1
+    first: int = attrs.field(init=False)
+    """The number of the oldest frame still held."""
+    next: int = attrs.field(init=False)
     closed: bool = False
     subscribers: list[_Subscription] = attrs.field(factory=list)
     _event: trio.Event | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.first = self.next = self.start
 
     @property
     def attached(self) -> int:
@@ -269,7 +297,10 @@ class _Log:
 
     @asynccontextmanager
     async def attach(self, after: int | None = 0) -> AsyncIterator[_Subscription]:
-        subscription = _Subscription(self, (after or 0) + 1)
+        # No id: from this log's first frame. An id of an earlier log of the
+        # key: its last frame is right before ``start`` (so, from the start);
+        # any other is behind the buffer (``ReplayGap``).
+        subscription = _Subscription(self, after + 1 if after else self.start)
         self.subscribers.append(subscription)
         self.changed()
         try:
@@ -279,27 +310,55 @@ class _Log:
             self.changed()
 
 
+_NUMBERED_KEYS: Final = 10_000
+"""How many keys whose log ended ``InProcessRunBus`` remembers the next
+frame number of (about 100 bytes each)."""
+
+
 @attrs.define
 class InProcessRunBus:
     """Run logs in this process's memory: resume works for clients that come
     back to the same process. Each log keeps its newest ``buffer_frames``
-    frames (so at most that many frames per live run are held)."""
+    frames (so at most that many frames per live run are held); a log is
+    forgotten when its run ends, its numbering is not (the module docstring:
+    a key's logs): the next frame number of the last ``_NUMBERED_KEYS`` keys
+    whose log ended, and for the keys forgotten a floor above every number
+    they used, where a new key's log starts."""
 
     buffer_frames: int = 1024
     _logs: dict[str, _Log] = attrs.field(factory=dict, init=False)
+    _ended: dict[str, int] = attrs.field(factory=dict, init=False)
+    """Key -> the number after its last log's last frame (oldest first)."""
+    _floor: int = attrs.field(default=1, init=False)
 
     def open(self, key: str) -> _Log:
-        if key in self._logs:
+        """A new log under ``key``, numbered on from the key's previous log;
+        ``KeyError`` while the key's log is open."""
+        previous = self._logs.get(key)
+        if previous is not None and not previous.closed:
             raise KeyError(key)
-        log = _Log(self.buffer_frames)
-        self._logs[key] = log
+        if previous is not None:
+            start = previous.next
+        else:
+            start = self._ended.pop(key, self._floor)
+        log = self._logs[key] = _Log(self.buffer_frames, start)
         return log
 
     def lookup(self, key: str) -> _Log | None:
         return self._logs.get(key)
 
     def remove(self, key: str) -> None:
-        self._logs.pop(key, None)
+        """Forget the key's log if it is closed (a newer one under the key is
+        kept), remembering where the key's numbering goes on."""
+        log = self._logs.get(key)
+        if log is None or not log.closed:
+            return
+        del self._logs[key]
+        self._ended.pop(key, None)
+        self._ended[key] = log.next
+        if len(self._ended) > _NUMBERED_KEYS:
+            oldest = next(iter(self._ended))
+            self._floor = max(self._floor, self._ended.pop(oldest))
 
     # --- the async RunBus face (the app's) --------------------------------------
 

@@ -20,6 +20,14 @@ resource that started the run is part of its key), under ``prefix``:
   replicas count: each replica's heartbeat (``<prefix>replicas``, renewed with
   its leases, expiring in ``lease_s``) says it is alive, so the clients of a
   replica that died stop counting within ``lease_s``.
+* ``K:start``: where the key's newest log begins (``"<entry id> <n>"``: the
+  end entry of the log before it). A key's logs follow one another in one
+  stream (``_bus``'s docstring: a key's logs): a new run under a key whose
+  ended log is still kept (a continuation after a pause; a chat's next turn)
+  appends its frames after that log's end, numbered on, and ``K:start`` moves
+  to that end. A reader with no ``Last-Event-ID`` starts there; a reader whose
+  first entry is an end (it had read that log to its last frame) goes on into
+  the next log, one that ends after frames it read stops there.
 * ``<prefix>cancel``: a pub/sub channel; a cancel on any replica publishes the
   run key, the replica that executes it cancels it (latency: one pub/sub hop).
 
@@ -87,11 +95,27 @@ class _Keys:
     frames: str
     lost: str
     attached: str
+    start: str
 
     @classmethod
     def of(cls, prefix: str, key: str) -> _Keys:
         base = f"{prefix}{key}:"
-        return cls(base + "lease", base + "frames", base + "lost", base + "attached")
+        return cls(
+            base + "lease",
+            base + "frames",
+            base + "lost",
+            base + "attached",
+            base + "start",
+        )
+
+    @property
+    def run(self) -> list[str]:
+        """The keys of the run's scripts (open, close, reap), in order."""
+        return [self.lease, self.frames, self.lost, self.attached, self.start]
+
+
+_END: Final = object()
+"""What ``_Subscription._take`` returns for a log's end entry."""
 
 
 @attrs.define(eq=False)
@@ -103,6 +127,8 @@ class _Subscription:
     pending: list[Any] = attrs.field(factory=list)
     ended: bool = False
     gap: ReplayGap | None = None  # found on attach
+    delivered: bool = False
+    """Whether a frame was read: the end after it ends the subscription."""
 
     async def receive(self) -> tuple[str, bytes]:
         await trio.lowlevel.checkpoint()
@@ -111,8 +137,17 @@ class _Subscription:
         while True:
             if self.pending:
                 taken = self._take(self.pending.pop(0))
-                if taken is not None:
-                    return taken
+                if taken is _END:
+                    # An end before any frame: the client had read that log
+                    # to its last frame; the key's next log, if one follows.
+                    if self.delivered or not await self._next_log():
+                        self.pending.clear()
+                        self.ended = True
+                        raise trio.EndOfChannel
+                elif taken is not None:
+                    self.delivered = True
+                    frame: tuple[str, bytes] = taken
+                    return frame
                 continue
             if self.ended:
                 raise trio.EndOfChannel
@@ -124,11 +159,15 @@ class _Subscription:
             if "end" in fields or int(fields["n"]) > self.expected:
                 return None  # the end or a gap: receive() says so
             taken = self._take(self.pending.pop(0))
-            if taken is not None:
-                return taken
+            if taken is not None and taken is not _END:
+                self.delivered = True
+                frame: tuple[str, bytes] = taken
+                return frame
         return None
 
-    def _take(self, entry: Any) -> tuple[str, bytes] | None:
+    def _take(self, entry: Any) -> Any:
+        """The entry's ``(id, frame)``; ``None`` for a repeat (skipped);
+        ``_END`` for an end entry. ``ReplayGap`` for a gap before it."""
         fields = {_text(k): v for k, v in entry.field_values.items()}
         n = int(fields["n"])
         if n < self.expected:
@@ -142,10 +181,28 @@ class _Subscription:
         self.expected += 1
         self.cursor = _text(entry.identifier)
         if "end" in fields:
-            self.pending.clear()
-            self.ended = True
-            raise trio.EndOfChannel
+            return _END
         return self.cursor, bytes(fields["f"])
+
+    async def _next_log(self) -> bool:
+        """Whether the key's next log follows the end just read (at
+        ``cursor``): entries after it (taken into ``pending``), or an open
+        log that begins there. Checkpoints."""
+        if self.pending:
+            await trio.lowlevel.checkpoint()
+            return True
+        bus, keys = self.bus, self.keys
+        start, lease = await bus.call(lambda c: c.mget([keys.start, keys.lease]))
+        if (
+            lease is not None
+            and start is not None
+            and _text(start).split(" ")[0] == self.cursor
+        ):
+            return True  # an open log begins at this end: its frames are to come
+        result = await bus.call(lambda c: c.xread({keys.frames: self.cursor}, count=64))
+        entries = next(iter(result.values()), ()) if result else ()
+        self.pending.extend(entries)
+        return bool(entries)
 
     async def _fill(self) -> None:
         bus = self.bus
@@ -224,13 +281,7 @@ class _Publisher:
             return
         await bus.call(
             lambda client: bus.scripts["close"](
-                keys=[
-                    self.keys.lease,
-                    self.keys.frames,
-                    self.keys.lost,
-                    self.keys.attached,
-                ],
-                args=[bus.replica, self.next, bus.keep_s],
+                keys=self.keys.run, args=[bus.replica, self.next, bus.keep_s]
             )
         )
 
@@ -267,7 +318,13 @@ class _RedisLog:
     async def attach(self, after: str | None = None) -> AsyncIterator[_Subscription]:
         bus, keys = self.bus, self.keys
         subscription = _Subscription(bus, keys, after or "0-0", 1)
-        if after is not None:
+        if after is None:
+            # From the first frame of the key's newest log.
+            start = await bus.call(lambda c: c.get(keys.start))
+            if start is not None:
+                entry, n = _text(start).split(" ")
+                subscription.cursor, subscription.expected = entry, int(n) + 1
+        else:
             found = await bus.call(lambda c: c.xrange(keys.frames, after, after))
             if found:
                 subscription.expected = int(found[0].field_values[b"n"]) + 1
@@ -511,15 +568,16 @@ class RedisRunBus:
         """As ``RunBus.open_run``: the lease is taken with ``SET NX``, so one
         replica at most runs the key. Checkpoints."""
         keys = _Keys.of(self.prefix, key)
-        taken = await self.call(
+        first = await self.call(
             lambda c: self.scripts["open"](
-                keys=[keys.lease, keys.frames, keys.lost, keys.attached],
-                args=[self.replica, self.lease_ms, *lost_frames],
+                keys=keys.run, args=[self.replica, self.lease_ms, *lost_frames]
             )
         )
-        if not taken:
+        if not first:
             raise KeyError(key)
-        publisher = _Publisher(self, key, keys, run_id, tuple(lost_frames))
+        publisher = _Publisher(
+            self, key, keys, run_id, tuple(lost_frames), next=int(first)
+        )
         self._publishers[key] = publisher
         return publisher
 
@@ -554,10 +612,7 @@ class RedisRunBus:
         """Mark the run failed if its replica's lease expired; True if this
         call did (one Lua call: atomic, so once). Checkpoints."""
         done = await self.call(
-            lambda c: self.scripts["reap"](
-                keys=[keys.lease, keys.frames, keys.lost, keys.attached],
-                args=[self.keep_s],
-            )
+            lambda c: self.scripts["reap"](keys=keys.run, args=[self.keep_s])
         )
         if done:
             logger.warning(
@@ -566,4 +621,8 @@ class RedisRunBus:
         return bool(done)
 
     def remove(self, key: str) -> None:
-        self._publishers.pop(key, None)
+        """Forget the key's publisher if it closed (a continuation may have
+        opened the key's next log here already)."""
+        publisher = self._publishers.get(key)
+        if publisher is not None and (publisher.closed or publisher.lost):
+            del self._publishers[key]

@@ -4,8 +4,10 @@ run is marked failed once.
 
 Keys of a run ``K`` (``KEYS`` in each script's comment): ``K:lease``,
 ``K:frames``, ``K:lost``, ``K:attached`` (a hash: replica -> how many of its
-clients read the run), and ``<prefix>replicas`` (a sorted set: replica ->
-when its heartbeat expires, in ms on Redis's clock, renewed with its leases).
+clients read the run), ``K:start`` (``"<entry id> <n>"``: the end entry of the
+key's previous log, after which its newest log begins; absent for a key's
+first log), and ``<prefix>replicas`` (a sorted set: replica -> when its
+heartbeat expires, in ms on Redis's clock, renewed with its leases).
 """
 
 from __future__ import annotations
@@ -31,15 +33,63 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 """
 
-# KEYS: lease, frames, lost, attached; ARGV: replica, lease ms, lost frames...
-OPEN: Final = """
+# The last entry of KEYS[2] (frames): its id (false for none), its number
+# and whether it is an end entry.
+_LAST: Final = """
+local last_id, n, ended = false, 0, false
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  last_id = last[1][1]
+  local fields = last[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'end' then ended = true end
+    if fields[i] == 'n' then n = tonumber(fields[i + 1]) end
+  end
+end
+"""
+
+# After _LAST: append the lost frames (KEYS[3]) and the end, numbered on.
+_WRITE_LOST: Final = """
+for _, frame in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+  n = n + 1
+  redis.call('XADD', KEYS[2], '*', 'n', n, 'f', frame)
+end
+n = n + 1
+last_id = redis.call('XADD', KEYS[2], '*', 'n', n, 'end', '1')
+redis.call('DEL', KEYS[3])
+"""
+
+# KEYS: lease, frames, lost, attached, start; ARGV: replica, lease ms, lost
+# frames... Takes the lease (SET NX) and begins the key's new log: after the
+# end of the key's previous log when it is still kept (numbered on from it;
+# a previous log whose replica died unreaped gets its lost frames and end
+# first), else in a new stream from 1. Returns the number of the new log's
+# first frame, or 0 when the key's log is open (its lease held).
+OPEN: Final = (
+    """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) == false then
   return 0
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
-return 1
 """
+    + _LAST
+    + """
+if last_id then
+  if not ended then
+"""
+    + _WRITE_LOST
+    + """
+  end
+  redis.call('PERSIST', KEYS[2])
+  redis.call('PERSIST', KEYS[4])
+  redis.call('SET', KEYS[5], last_id .. ' ' .. n)
+else
+  redis.call('DEL', KEYS[4], KEYS[5])
+end
+redis.call('DEL', KEYS[3])
+for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+return n + 1
+"""
+)
 
 # KEYS: lease, frames, lost; ARGV: replica, lease ms, lost frames...
 # Renews the lease; re-takes it when Redis lost it (a restart without
@@ -134,39 +184,33 @@ end
 return ids
 """
 
-# KEYS: lease, frames, lost, attached; ARGV: replica, n, keep s
+# KEYS: lease, frames, lost, attached, start; ARGV: replica, n, keep s
 CLOSE: Final = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('XADD', KEYS[2], '*', 'n', ARGV[2], 'end', '1')
 redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 redis.call('EXPIRE', KEYS[4], ARGV[3])
+redis.call('EXPIRE', KEYS[5], ARGV[3])
 return 1
 """
 
-# KEYS: lease, frames, lost, attached; ARGV: keep s
-# The run's replica is gone (no lease) and the run never ended (its lost
-# frames are still there): write them and the end, once.
-REAP: Final = """
+# KEYS: lease, frames, lost, attached, start; ARGV: keep s
+# The run's replica is gone (no lease) and its log never ended (its lost
+# frames are still there; the last entry may be the previous log's end, when
+# the run died before its first frame): write them and the end, once.
+REAP: Final = (
+    """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 0 then
   return 0
 end
-local n = 0
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-if #last > 0 then
-  local fields = last[1][2]
-  for i = 1, #fields, 2 do
-    if fields[i] == 'end' then return 0 end
-    if fields[i] == 'n' then n = tonumber(fields[i + 1]) end
-  end
-end
-for _, frame in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-  n = n + 1
-  redis.call('XADD', KEYS[2], '*', 'n', n, 'f', frame)
-end
-redis.call('XADD', KEYS[2], '*', 'n', n + 1, 'end', '1')
-redis.call('DEL', KEYS[3])
+"""
+    + _LAST
+    + _WRITE_LOST
+    + """
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[4], ARGV[1])
+redis.call('EXPIRE', KEYS[5], ARGV[1])
 return 1
 """
+)

@@ -288,4 +288,4 @@ async def stream_resumable(
             await done.wait()
             nursery.cancel_scope.cancel()
         finally:
-            registry.streams.pop(key, None)
+            registry.release(key, reader)

@@ -187,6 +187,13 @@ class RunRegistry:
     def full(self) -> bool:
         return self.reserved >= self.limit
 
+    def release(self, key: str, reader: RunReader) -> None:
+        """Unregister ``reader`` from ``key`` if it still holds it: a run's
+        continuation may already hold the key while the part of the run that
+        paused is still leaving."""
+        if self.streams.get(key) is reader:
+            del self.streams[key]
+
     async def cancel(self, key: str) -> bool:
         """Cancel the run under ``key`` if this process executes it; True if
         so. Checkpoints."""
@@ -327,7 +334,7 @@ async def stream_response(
             await writer.end(DONE_FRAME if clean else b"")
             nursery.cancel_scope.cancel()
         finally:
-            registry.streams.pop(key, None)
+            registry.release(key, reader)
 
 
 async def _timer(writer: BodyWriter, shutdown: trio.Event, reader: RunReader) -> None:

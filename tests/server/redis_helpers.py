@@ -16,7 +16,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, Final
 
 import attrs
@@ -108,7 +108,7 @@ async def _ready(base: str, process: subprocess.Popen[bytes]) -> None:
                 assert process.poll() is None, "the server process exited"
                 try:
                     response = await client.get(f"{base}/api/agents")
-                    if response.status_code == 200:
+                    if response.status_code in (200, 401):  # 401: needs a token
                         return
                 except httpx2.TransportError:
                     pass
@@ -116,9 +116,11 @@ async def _ready(base: str, process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def _spawned(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def _spawned(
+    env: dict[str, str], target: pathlib.Path
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
-    command = [sys.executable, "-m", "procession", "serve", f"{TARGET}:app"]
+    command = [sys.executable, "-m", "procession", "serve", f"{target}:app"]
     process = subprocess.Popen(
         [*command, "--port", str(port)],
         env={**os.environ, **env},
@@ -136,16 +138,24 @@ def _spawned(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str
                 process.wait()
 
 
+def replicas(count: int, **env: str) -> AbstractAsyncContextManager[list[Replica]]:
+    """``count`` server processes serving ``redis_target.py`` (``serving``)."""
+    return serving(TARGET, count, **env)
+
+
 @asynccontextmanager
-async def replicas(count: int, **env: str) -> AsyncIterator[list[Replica]]:
-    """``count`` server processes on one Redis (``redis_url()``), one key
-    prefix of their own; ``env`` overrides the target's settings."""
+async def serving(
+    target: pathlib.Path, count: int, **env: str
+) -> AsyncIterator[list[Replica]]:
+    """``count`` server processes serving ``target``'s ``app`` on one Redis
+    (``redis_url()``), one key prefix of their own; ``env`` overrides the
+    target's settings (``name=`` is ``$PROCESSION_TEST_NAME``)."""
     settings = {
         "PROCESSION_TEST_REDIS_URL": redis_url(),
         "PROCESSION_TEST_REDIS_PREFIX": unique_prefix(),
         **{f"PROCESSION_TEST_{k.upper()}": v for k, v in env.items()},
     }
-    with _all_spawned(count, settings) as spawned:
+    with _all_spawned(count, settings, target) as spawned:
         for process, base in spawned:
             await _ready(base, process)
         yield [Replica(process, base) for process, base in spawned]
@@ -153,12 +163,15 @@ async def replicas(count: int, **env: str) -> AsyncIterator[list[Replica]]:
 
 @contextmanager
 def _all_spawned(
-    count: int, env: dict[str, str]
+    count: int, env: dict[str, str], target: pathlib.Path
 ) -> Iterator[list[tuple[subprocess.Popen[bytes], str]]]:
     if count == 0:
         yield []
         return
-    with _spawned(env) as first, _all_spawned(count - 1, env) as rest:
+    with (
+        _spawned(env, target) as first,
+        _all_spawned(count - 1, env, target) as rest,
+    ):
         yield [first, *rest]
 
 
