@@ -594,7 +594,9 @@ class Agent:
             )
         return await storage.lapsed_runs([self.id], limit=limit)
 
-    def take_over(self, run: RunRecord) -> AbstractAsyncContextManager[AgentStream]:
+    def take_over(
+        self, run: RunRecord, *, durable: bool | Durable = True
+    ) -> AbstractAsyncContextManager[AgentStream]:
         """Take over the lapsed durable run ``run`` (as ``lapsed_runs`` listed
         it) and go on with it here: ``async with agent.take_over(run) as
         stream:``, a stream like ``stream()``'s under the same run id. It
@@ -605,9 +607,19 @@ class Agent:
         raises ``RunLostError`` when the run was not there to take (another
         process took it first, or its owner renewed its lease). Checkpoints.
 
+        ``durable``: how this process holds the run (its lease), by default
+        as the agent's ``durable`` says.
+
         ``procession serve`` takes runs over by itself; a process of your own
         takes over its runs at start with ``adopt_lapsed_runs``."""
-        return take_over_run(self, self._prepare, run)
+        holding = check_durable(durable)
+        if holding is None:
+            raise ConfigurationError(
+                "take_over(durable=False): a run taken over stays durable"
+            )
+        return take_over_run(
+            self, self._prepare, run, None if durable is True else holding
+        )
 
 
 def _memory_ids(

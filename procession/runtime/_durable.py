@@ -111,6 +111,13 @@ class Durable:
     lease_s: float = attrs.field(default=DEFAULT_LEASE_S, validator=_check_lease)
     host: Mapping[str, Any] | None = attrs.field(default=None, validator=_check_host)
 
+    @staticmethod
+    def option(value: Any) -> Durable | None:
+        """A ``durable=`` option as a ``Durable``: True is ``Durable()``,
+        False or None is None (not durable); anything else but a ``Durable``
+        is a ``ConfigurationError``."""
+        return check_durable(value)
+
 
 def check_durable(value: Any) -> Durable | None:
     """``durable=``: True (``Durable()``), False or None (not durable), or a

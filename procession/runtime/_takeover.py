@@ -33,10 +33,12 @@ async def take_over_run(
     agent: Agent,
     prepare: Callable[[Any, CallOptions], tuple[RunSpec, Any]],
     record: RunRecord,
+    durable: Durable | None = None,
 ) -> AsyncIterator[AgentStream]:
     """Take the lapsed durable run ``record`` (as ``lapsed_runs`` listed it)
     for this process and stream it from its last checkpoint (the module
-    docstring). Raises, on entering and before any chunk,
+    docstring), holding it as ``durable`` says (default: as the agent
+    does). Raises, on entering and before any chunk,
     ``RunLostError`` when it was not there to take (another process took it
     first, its owner renewed its lease, or it ended). Checkpoints."""
     storage = agent.run_storage
@@ -44,7 +46,7 @@ async def take_over_run(
         raise NoRunStorageError(
             f"agent {agent.id!r} has no storage: it cannot take runs over"
         )
-    durable = check_durable(agent.durable) or Durable()
+    durable = durable or check_durable(agent.durable) or Durable()
     taken = await storage.take_over(
         record.id,
         expected_epoch=record.epoch,
@@ -117,20 +119,24 @@ async def adopt_lapsed_runs(
     serve: Callable[[Agent, RunRecord], Awaitable[None]],
     *,
     poll_s: float = 0.05,
+    until: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Until cancelled: every ``poll_s``, find the durable runs of
-    ``agents`` whose lease lapsed (their process died, or handed them over)
-    and call ``serve(agent, record)`` for each, in a task of its own (it
-    enters ``agent.take_over(record)``, which raises ``RunLostError`` when
-    another process was first). A run already being served here is not
-    served twice. A storage that fails is logged and asked again at the next
-    poll. Started (``task_status``) after the first look."""
+    """Until cancelled (or ``until`` is set): every ``poll_s``, find the
+    durable runs of ``agents`` whose lease lapsed (their process died, or
+    handed them over) and call ``serve(agent, record)`` for each, in a task
+    of its own (it enters ``agent.take_over(record)``, which raises
+    ``RunLostError`` when another process was first). A run already being
+    served here is not served twice. A storage that fails is logged and asked
+    again at the next poll. Started (``task_status``) after the first look.
+    Once ``until`` is set it takes no more runs, and returns when the ones it
+    serves have ended (a server shutting down hands them over: ``serve``
+    sees to it)."""
     by_storage: dict[int, tuple[RunStorage, dict[str, Agent]]] = {}
     for agent in agents:
         storage = agent.run_storage
-        if storage is None or check_durable(agent.durable) is None:
-            continue
+        if storage is None:
+            continue  # (nothing of its runs is kept)
         by_storage.setdefault(id(storage), (storage, {}))[1][agent.id] = agent
     serving: set[str] = set()
 
@@ -146,7 +152,7 @@ async def adopt_lapsed_runs(
 
     async with trio.open_nursery() as nursery:
         started = False
-        while True:
+        while until is None or not until.is_set():
             for storage, by_id in by_storage.values():
                 try:
                     lapsed = await storage.lapsed_runs(list(by_id))
@@ -161,4 +167,10 @@ async def adopt_lapsed_runs(
             if not started:
                 started = True
                 task_status.started()
-            await trio.sleep(poll_s)
+            with trio.move_on_after(poll_s):
+                if until is not None:
+                    await until.wait()
+                else:
+                    await trio.sleep_forever()
+        if not started:
+            task_status.started()

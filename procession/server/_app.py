@@ -3,6 +3,7 @@ and AI SDK protocols (``create_app``, in ``_create``, builds it)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import logging
 import os
@@ -36,9 +37,16 @@ from .._errors import (
 )
 from .._secrets import get_logger, redact
 from ..chunks import Chunk
-from ..memory import MissingThreadError, ThreadOwnershipError
+from ..memory import MissingThreadError, RunRecord, ThreadOwnershipError
 from ..processors import ConfigurationError
-from ..runtime import Agent, AgentResult, AgentStream, open_tool_sources
+from ..runtime import (
+    Agent,
+    AgentResult,
+    AgentStream,
+    Durable,
+    adopt_lapsed_runs,
+    open_tool_sources,
+)
 from ._bus import RunBus, RunBusError, RunPublisher
 from ._hold import StepText, check_step_text
 from ._http import (
@@ -72,7 +80,13 @@ from ._requests import (
     parse_chat_body,
     parse_run_body,
 )
-from ._resume import follow_log, last_event_id, lost_frames, stream_resumable
+from ._resume import (
+    follow_log,
+    last_event_id,
+    lost_frames,
+    publish_run,
+    stream_resumable,
+)
 from ._security import (
     ANYONE,
     Authenticator,
@@ -174,6 +188,7 @@ class ProcessionApp:
         tracer_provider: Any = None,
         step_text: StepText | Mapping[str, StepText] = "stream",
         mcp: bool = False,
+        durable: Durable | None = None,
     ) -> None:
         self.agents: dict[str, Agent] = {}
         for agent in agents:
@@ -208,6 +223,11 @@ class ProcessionApp:
             else None
         )
         self._routes = self._route_table()
+        self.durable = durable
+        """``create_app(durable=...)``: every run it starts is durable."""
+        for agent in self.agents.values():
+            if self._durable_for(agent) is not None:
+                _check_durable_storage(agent)
 
     def _route_table(self) -> list[tuple[str, re.Pattern[str], str, Handler]]:
         """Each route: its method, its path pattern, the route template (the
@@ -310,6 +330,11 @@ class ProcessionApp:
             (method, re.compile(pattern), template, handler)
             for method, pattern, template, handler in routes
         ]
+
+    def _durable_for(self, agent: Agent) -> Durable | None:
+        """How ``agent``'s runs are durable here (the app's ``durable``, else
+        the agent's own), or None."""
+        return self.durable or Durable.option(agent.durable)
 
     @property
     def auth_required(self) -> bool:
@@ -558,7 +583,12 @@ class ProcessionApp:
             )
 
     def _start_run(
-        self, agent: Agent, request: RunRequest, span: RequestSpan, key: str
+        self,
+        agent: Agent,
+        request: RunRequest,
+        span: RequestSpan,
+        key: str,
+        durable: Durable | None = None,
     ) -> Any:
         """``agent.stream(...)`` for ``request`` (which has its run id), its
         entry under the request's span; a bad option is a 400, a full server
@@ -570,7 +600,7 @@ class ProcessionApp:
             )
         parent = span.run_context()
         try:
-            run = under(parent, lambda: request.stream(agent))
+            run = under(parent, lambda: request.stream(agent, durable=durable))
         except MissingThreadError:
             # procession's documented rule (Mastra would run without memory).
             raise HttpError(
@@ -592,13 +622,26 @@ class ProcessionApp:
         settings: StreamSettings,
         resume_key: str,
         gap_frame: Callable[[str, str], bytes],
+        route: str,
     ) -> None:
         """Run ``request`` and stream it; ``resume_key`` is its key on the
-        bus (``run_key`` or ``chat_key`` of the principal's resource)."""
+        bus (``run_key`` or ``chat_key`` of the principal's resource);
+        ``route`` (``"mastra"``, ``"chat"``) frames it, and is kept with a
+        durable run for whoever takes it over."""
         request = await self._scoped(agent, request, req.principal)
         req.span.run_id = request.run_id
         key = run_key(req.principal.resource, request.run_id)
-        run = self._start_run(agent, request, req.span, key)
+        durable = self._durable_for(agent)
+        if durable is not None:
+            durable = attrs.evolve(
+                durable,
+                host={
+                    "route": route,
+                    "key": resume_key,
+                    "owner": req.principal.resource,
+                },
+            )
+        run = self._start_run(agent, request, req.span, key, durable)
         if agent.memory is None and request.thread_id is not None:
             settings = _with_memory_ignored(settings, agent)
         publisher = None
@@ -607,7 +650,9 @@ class ProcessionApp:
                 publisher = await self.bus.open_run(
                     resume_key,
                     run_id=request.run_id,
-                    lost_frames=lost_frames(settings, request.run_id),
+                    lost_frames=lost_frames(
+                        settings, request.run_id, durable=durable is not None
+                    ),
                 )
             except KeyError:
                 raise HttpError(
@@ -759,6 +804,7 @@ class ProcessionApp:
             self._mastra_settings(run_id),
             run_key(req.principal.resource, run_id),
             lambda name, message: _mastra_gap_frame(name, message, run_id),
+            "mastra",
         )
 
     def _mastra_settings(self, run_id: str) -> StreamSettings:
@@ -801,6 +847,7 @@ class ProcessionApp:
             self._ui_settings(),
             chat_key(req.principal.resource, chat_id or request.run_id),
             lambda name, message: _ui_error_frame(f"{name}: {message}"),
+            "chat",
         )
 
     async def _answer_in_chat(
@@ -1127,7 +1174,65 @@ class ProcessionApp:
                 await stack.enter_async_context(self._mcp.running())
             if self.bus is not None:
                 await stack.enter_async_context(self.bus.running(self.cancel_here))
+            durable = [a for a in self.agents.values() if self._durable_for(a)]
+            if durable:
+                nursery = await stack.enter_async_context(trio.open_nursery())
+                # (Leaving: the shutdown stops the adoption, which waits for
+                # the runs it took over, handed over again.)
+                stack.callback(self.begin_shutdown)
+                await nursery.start(
+                    functools.partial(
+                        adopt_lapsed_runs,
+                        durable,
+                        self._serve_taken,
+                        until=self.shutdown_event,
+                    )
+                )
             yield
+
+    async def _serve_taken(self, agent: Agent, record: RunRecord) -> None:
+        """Go on with the durable run ``record`` of ``agent``, whose process
+        died or handed it over (``adopt_lapsed_runs`` calls this): under its
+        key on the bus, framed for its route (as it was kept with the run),
+        so its followers read on; registered, so a cancel reaches it.
+        Raises ``RunLostError`` when another replica took it first."""
+        host = dict(record.host or {})
+        owner = host.get("owner")
+        route = host.get("route")
+        resume_key = host.get("key")
+        settings = (
+            self._ui_settings() if route == "chat" else self._mastra_settings(record.id)
+        )
+        key = run_key(owner if isinstance(owner, str) else None, record.id)
+        if not isinstance(resume_key, str):
+            resume_key = key
+        holding = self._durable_for(agent) or True
+        async with agent.take_over(record, durable=holding) as stream:
+            publisher = None
+            if self.bus is not None:
+                publisher = await self.bus.open_run(
+                    resume_key, run_id=record.id, lost_frames=(), take=True
+                )
+            chat = _ChatRun(key)
+            if resume_key != key:
+                self._chat_runs[resume_key] = chat
+            try:
+                await publish_run(
+                    stream,
+                    settings,
+                    publisher=publisher,
+                    registry=self.runs,
+                    key=key,
+                    shutdown=self.shutdown_event,
+                    hold=self._holds(agent),
+                )
+            finally:
+                if publisher is not None:
+                    await _close_quietly(publisher)
+                    assert self.bus is not None
+                    self.bus.remove(resume_key)
+                if self._chat_runs.get(resume_key) is chat:
+                    del self._chat_runs[resume_key]
 
     # --- MCP ---------------------------------------------------------------------
 
@@ -1194,6 +1299,24 @@ class ProcessionApp:
             storage, req.params["thread"], resource, params
         )
         await send_json(req.send, 200, body)
+
+
+def _check_durable_storage(agent: Agent) -> None:
+    """``ConfigurationError`` unless ``agent`` keeps its runs where other
+    processes read them (a durable run never falls back to a plain one)."""
+    storage = agent.run_storage
+    if storage is None:
+        raise ConfigurationError(
+            f"agent {agent.id!r} runs durable runs here, which are kept in its "
+            f"storage: give it memory=Memory(storage=...) or storage=... (a "
+            f"SqliteStorage file or a PostgresStorage)"
+        )
+    if getattr(storage, "in_memory", False):
+        raise ConfigurationError(
+            f"agent {agent.id!r} runs durable runs here, but its storage is an "
+            f"in-memory SQLite database, which dies with this process: give it "
+            f"a SQLite file or PostgreSQL"
+        )
 
 
 def _with_memory_ignored(settings: StreamSettings, agent: Agent) -> StreamSettings:

@@ -35,6 +35,14 @@ reused under a key), so a ``Last-Event-ID`` says which log a client read:
 
 A response follows one log: a follower of a paused run reconnects (with its
 last id) to follow the continuation.
+
+A durable run (``create_app(durable=True)``) that moves to another process
+keeps its key: the process that takes it over opens the key's next log with
+``open_run(..., take=True)``, which ends the log left open (its process died,
+or handed the run over: ``RunPublisher.hand_over``) with a *moved* end. A
+follower reads on past a moved end into the taker's log (``RedisRunBus``: on
+any replica); a follower in the process that handed the run over (the log in
+its memory goes with it) ends with ``moved`` set, and reconnects elsewhere.
 """
 
 from __future__ import annotations
@@ -91,6 +99,13 @@ class RunSubscription(Protocol):
         (a frame to wait for, the end, a gap, a failure). Never checkpoints."""
         ...
 
+    @property
+    def moved(self) -> bool:
+        """After ``trio.EndOfChannel``: the log ended because its durable run
+        went on in another process, which this subscription cannot follow
+        (the client reconnects, to another replica)."""
+        ...
+
 
 class RunLog(Protocol):
     """A run's log as a resumer finds it (possibly on another process)."""
@@ -128,6 +143,13 @@ class RunPublisher(Protocol):
         Checkpoints."""
         ...
 
+    async def hand_over(self) -> None:
+        """The durable run goes on in another process (``AgentStream
+        .hand_over``): this process publishes no more and lets the run's
+        key go at once; the log is left for the taker to end ``moved`` and
+        follow (the module docstring). Checkpoints."""
+        ...
+
     async def wait_unattended(self, grace_s: float) -> None:
         """Return once no subscriber has been attached for ``grace_s``
         seconds (trio's clock). Checkpoints."""
@@ -155,13 +177,22 @@ class RunBus(Protocol):
         ...
 
     async def open_run(
-        self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
+        self,
+        key: str,
+        *,
+        run_id: str,
+        lost_frames: Sequence[bytes],
+        take: bool = False,
     ) -> RunPublisher:
         """A new log under ``key`` for run ``run_id``, held by this process,
         after the key's previous log (the module docstring); ``KeyError``
         while the key's log is open. ``lost_frames`` are written in
-        the run's place should this process die with it unfinished.
-        Checkpoints; cancelled, no log was opened or the lease expires."""
+        the run's place should this process die with it unfinished; none
+        for a durable run, which another process goes on with. ``take``: a
+        durable run taken over (its store decided who holds it): a log still
+        open under the key, a dead or departed process's, ends ``moved``
+        and this one follows it. Checkpoints; cancelled, no log was opened
+        or the lease expires."""
         ...
 
     async def find(self, key: str) -> RunLog | None:
@@ -191,6 +222,10 @@ class RunBus(Protocol):
 class _Subscription:
     log: _Log
     cursor: int  # the number of the next frame wanted
+
+    @property
+    def moved(self) -> bool:
+        return self.log.moved
 
     async def receive(self) -> tuple[int, bytes]:
         # The checkpoint comes first: once a frame is taken nothing may be
@@ -235,6 +270,8 @@ class _Log:
     """The number of the oldest frame still held."""
     next: int = attrs.field(init=False)
     closed: bool = False
+    moved: bool = False
+    """Closed because its durable run went on in another process."""
     subscribers: list[_Subscription] = attrs.field(factory=list)
     _event: trio.Event | None = None
 
@@ -285,6 +322,13 @@ class _Log:
         await trio.lowlevel.checkpoint()
         self.close()
 
+    async def hand_over(self) -> None:
+        """Closed ``moved``: this process's followers end and reconnect
+        elsewhere (a log in memory goes with its process). One checkpoint."""
+        await trio.lowlevel.checkpoint()
+        self.moved = True
+        self.close()
+
     async def wait_unattended(self, grace_s: float) -> None:
         while True:
             while self.subscribers:
@@ -331,12 +375,16 @@ class InProcessRunBus:
     """Key -> the number after its last log's last frame (oldest first)."""
     _floor: int = attrs.field(default=1, init=False)
 
-    def open(self, key: str) -> _Log:
+    def open(self, key: str, *, take: bool = False) -> _Log:
         """A new log under ``key``, numbered on from the key's previous log;
-        ``KeyError`` while the key's log is open."""
+        ``KeyError`` while the key's log is open (unless ``take``: it ends
+        ``moved`` first)."""
         previous = self._logs.get(key)
         if previous is not None and not previous.closed:
-            raise KeyError(key)
+            if not take:
+                raise KeyError(key)
+            previous.moved = True
+            previous.close()
         if previous is not None:
             start = previous.next
         else:
@@ -368,12 +416,18 @@ class InProcessRunBus:
         yield
 
     async def open_run(
-        self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
+        self,
+        key: str,
+        *,
+        run_id: str,
+        lost_frames: Sequence[bytes],
+        take: bool = False,
     ) -> _Log:
-        """``open(key)``: a process that dies takes its logs with it, so the
-        lost frames have nobody to read them. One checkpoint first."""
+        """``open(key, take=take)``: a process that dies takes its logs with
+        it, so the lost frames have nobody to read them. One checkpoint
+        first."""
         await trio.lowlevel.checkpoint()
-        return self.open(key)
+        return self.open(key, take=take)
 
     async def find(self, key: str) -> _Log | None:
         """``lookup(key)``, after one checkpoint."""

@@ -116,6 +116,8 @@ class _Keys:
 
 _END: Final = object()
 """What ``_Subscription._take`` returns for a log's end entry."""
+_MOVED: Final = object()
+"""... and for a moved end (a durable run's log, its run taken over)."""
 
 
 @attrs.define(eq=False)
@@ -129,6 +131,9 @@ class _Subscription:
     gap: ReplayGap | None = None  # found on attach
     delivered: bool = False
     """Whether a frame was read: the end after it ends the subscription."""
+    moved: bool = False
+    """Never: a follower here reads on past a moved end, into the taker's
+    log."""
 
     async def receive(self) -> tuple[str, bytes]:
         await trio.lowlevel.checkpoint()
@@ -137,6 +142,11 @@ class _Subscription:
         while True:
             if self.pending:
                 taken = self._take(self.pending.pop(0))
+                if taken is _MOVED:
+                    # A durable run's log, ended by the process that took
+                    # the run over: its log follows (its first frame the
+                    # ``step-retry`` that withdraws what was cut off).
+                    continue
                 if taken is _END:
                     # An end before any frame: the client had read that log
                     # to its last frame; the key's next log, if one follows.
@@ -180,6 +190,8 @@ class _Subscription:
             raise ReplayGap(self.expected, n)
         self.expected += 1
         self.cursor = _text(entry.identifier)
+        if "moved" in fields:
+            return _MOVED
         if "end" in fields:
             return _END
         return self.cursor, bytes(fields["f"])
@@ -282,6 +294,23 @@ class _Publisher:
         await bus.call(
             lambda client: bus.scripts["close"](
                 keys=self.keys.run, args=[bus.replica, self.next, bus.keep_s]
+            )
+        )
+
+    async def hand_over(self) -> None:
+        """Lets the lease go at once and leaves the log open (no end): the
+        replica that takes the run over ends it ``moved`` and goes on."""
+        if self.closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self.closed = True
+        bus = self.bus
+        if self.lost:
+            await trio.lowlevel.checkpoint()
+            return
+        await bus.call(
+            lambda client: bus.scripts["hand_over"](
+                keys=[self.keys.lease, self.keys.lost], args=[bus.replica]
             )
         )
 
@@ -472,6 +501,8 @@ class RedisRunBus:
             try:
                 for name, source in (
                     ("open", lua.OPEN),
+                    ("take", lua.TAKE),
+                    ("hand_over", lua.HAND_OVER),
                     ("renew", lua.RENEW),
                     ("renew_all", lua.RENEW_ALL),
                     ("publish", lua.PUBLISH),
@@ -563,13 +594,20 @@ class RedisRunBus:
                     logger.exception("remote cancel of run %s failed", publisher.run_id)
 
     async def open_run(
-        self, key: str, *, run_id: str, lost_frames: Sequence[bytes]
+        self,
+        key: str,
+        *,
+        run_id: str,
+        lost_frames: Sequence[bytes],
+        take: bool = False,
     ) -> _Publisher:
         """As ``RunBus.open_run``: the lease is taken with ``SET NX``, so one
-        replica at most runs the key. Checkpoints."""
+        replica at most runs the key (with ``take``, whoever held it: the
+        store decided). Checkpoints."""
         keys = _Keys.of(self.prefix, key)
+        script = self.scripts["take" if take else "open"]
         first = await self.call(
-            lambda c: self.scripts["open"](
+            lambda c: script(
                 keys=keys.run, args=[self.replica, self.lease_ms, *lost_frames]
             )
         )

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..processors import ConfigurationError
-from ..runtime import Agent
+from ..runtime import Agent, Durable
 from ._app import ProcessionApp
 from ._bus import InProcessRunBus, RunBus
 from ._bus_redis import RedisRunBus
@@ -33,6 +33,7 @@ def create_app(
     tracer_provider: Any = None,
     step_text: StepText | Mapping[str, StepText] = "stream",
     mcp: bool | None = None,
+    durable: bool | Durable = False,
 ) -> ProcessionApp:
     """An ASGI 3 app serving ``agents``.
 
@@ -91,6 +92,17 @@ def create_app(
             (streamable HTTP, behind the same tokens; a call acts for its
             token's resource). ``None`` (the default): on when the ``mcp``
             extra is installed; ``True`` needs it.
+        durable: ``True`` (or a ``procession.runtime.Durable``): every run
+            the app starts is durable (``Agent(durable=...)`` makes one
+            agent's runs durable): kept in its agent's storage and
+            checkpointed at every step; the app takes over, in its lifespan,
+            the durable runs of its agents whose process died, publishes
+            them under their run's key (its followers, on any replica with
+            the Redis bus, read on), and at a graceful shutdown hands its
+            durable runs over rather than cancelling them (their responses
+            end with an SSE ``retry:``, no ``[DONE]``). Every agent needs
+            storage other processes read (a SQLite file, PostgreSQL), else a
+            ``ConfigurationError`` here.
 
     The app's lifespan (``serve`` and hypercorn run it) opens the agents'
     tool sources that are not open yet (their ``MCPTools``); one that will
@@ -131,6 +143,7 @@ def create_app(
         tracer_provider=tracer_provider,
         step_text=step_text,
         mcp=mcp_wanted(mcp),
+        durable=Durable.option(durable),
     )
 
 

@@ -19,11 +19,13 @@ __all__ = [
     "ATTACHED",
     "CLOSE",
     "DETACH",
+    "HAND_OVER",
     "OPEN",
     "PUBLISH",
     "REAP",
     "RENEW",
     "RENEW_ALL",
+    "TAKE",
 ]
 
 # Redis's clock, in ms (``TIME``: allowed in scripts since Redis 5, which
@@ -59,24 +61,30 @@ last_id = redis.call('XADD', KEYS[2], '*', 'n', n, 'end', '1')
 redis.call('DEL', KEYS[3])
 """
 
-# KEYS: lease, frames, lost, attached, start; ARGV: replica, lease ms, lost
-# frames... Takes the lease (SET NX) and begins the key's new log: after the
-# end of the key's previous log when it is still kept (numbered on from it;
-# a previous log whose replica died unreaped gets its lost frames and end
-# first), else in a new stream from 1. Returns the number of the new log's
-# first frame, or 0 when the key's log is open (its lease held).
-OPEN: Final = (
+# After _LAST, for a log that never ended: a durable run's log (it has no
+# lost frames: its run goes on in the log that follows) ends with a ``moved``
+# end, which a follower reads on past; any other gets its lost frames and end.
+_END_UNENDED: Final = (
     """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) == false then
-  return 0
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  n = n + 1
+  last_id = redis.call('XADD', KEYS[2], '*', 'n', n, 'end', '1', 'moved', '1')
+else
+"""
+    + _WRITE_LOST
+    + """
 end
 """
-    + _LAST
+)
+
+# The rest of OPEN and TAKE, once the lease is taken.
+_BEGIN_LOG: Final = (
+    _LAST
     + """
 if last_id then
   if not ended then
 """
-    + _WRITE_LOST
+    + _END_UNENDED
     + """
   end
   redis.call('PERSIST', KEYS[2])
@@ -90,6 +98,42 @@ for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
 return n + 1
 """
 )
+
+# KEYS: lease, frames, lost, attached, start; ARGV: replica, lease ms, lost
+# frames... Takes the lease (SET NX) and begins the key's new log: after the
+# end of the key's previous log when it is still kept (numbered on from it;
+# a previous log whose replica died unreaped gets its lost frames and end
+# first, a durable run's log its ``moved`` end), else in a new stream from 1.
+# Returns the number of the new log's first frame, or 0 when the key's log is
+# open (its lease held).
+OPEN: Final = (
+    """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) == false then
+  return 0
+end
+"""
+    + _BEGIN_LOG
+)
+
+# As OPEN, but the lease is taken even when another replica holds it: a
+# durable run taken over (the store's compare-and-set decided who owns the
+# run; a lease in Redis that says otherwise is a dead replica's, not expired
+# yet). The replica that held it fails its next publish.
+TAKE: Final = (
+    """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+"""
+    + _BEGIN_LOG
+)
+
+# KEYS: lease, lost; ARGV: replica. A durable run handed over: the lease goes
+# (another replica takes the run at once) and the log stays open, for the
+# taker to end with ``moved`` and go on after.
+HAND_OVER: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+"""
 
 # KEYS: lease, frames, lost; ARGV: replica, lease ms, lost frames...
 # Renews the lease; re-takes it when Redis lost it (a restart without

@@ -13,7 +13,7 @@ import attrs
 
 from ..data import Message, SystemMessage
 from ..processors import MessageFormatError
-from ..runtime import USE_AGENT_DEFAULT, Agent, AgentStream, new_run_id
+from ..runtime import USE_AGENT_DEFAULT, Agent, AgentStream, Durable, new_run_id
 from ..wire import parse_message
 from ._http import HttpError
 from ._security import check_id
@@ -43,10 +43,12 @@ class RunRequest:
     provider_options: Mapping[str, Any] | None = None
     active_tools: tuple[str, ...] | None = None
 
-    def stream(self, agent: Agent) -> AbstractAsyncContextManager[AgentStream]:
+    def stream(
+        self, agent: Agent, *, durable: Durable | None = None
+    ) -> AbstractAsyncContextManager[AgentStream]:
         """``agent.stream(...)`` for this request: its messages and the options
-        it sets (an unset one keeps the agent's value). Raises what
-        ``Agent.stream`` raises."""
+        it sets (an unset one keeps the agent's value); ``durable``: the
+        server's (None: the agent's). Raises what ``Agent.stream`` raises."""
         return agent.stream(
             list(self.messages),
             request_context=dict(self.request_context),
@@ -57,6 +59,7 @@ class RunRequest:
             model_settings=self.model_settings,
             provider_options=self.provider_options,
             active_tools=None if self.active_tools is None else list(self.active_tools),
+            durable=USE_AGENT_DEFAULT if durable is None else durable,
         )
 
 

@@ -11,10 +11,18 @@ SSE ``id:``; keepalive comments do not. A failure of the bus itself (Redis
 gone past its outage budget, a lost lease) ends a follower's stream with one
 error frame named ``RunBusError``; the run is cancelled when it can no longer
 publish.
+
+A durable run is not cancelled when its clients have gone, and a graceful
+shutdown hands it over (``AgentStream.hand_over``) rather than cancelling it:
+its log is left for the process that takes it over, and the responses of this
+process end with no ``[DONE]`` (the run is not over) but an SSE ``retry:``
+field (``RETRY_FRAME``), so the client reconnects, to another replica, where
+its ``Last-Event-ID`` resumes the run.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Final
@@ -38,20 +46,24 @@ from ._http import Receive, Scope, Send, request_header
 from ._mastra import DONE_FRAME
 from ._streaming import (
     MAX_COALESCED,
+    RETRY_FRAME,
     BodyWriter,
     RunReader,
     RunRegistry,
     StreamSettings,
+    moved_away,
     watch_disconnect,
 )
 
 __all__ = [
     "BUS_ERROR_NAME",
     "GAP_ERROR_NAME",
+    "RETRY_FRAME",
     "RUN_LOST_ERROR_NAME",
     "follow_log",
     "last_event_id",
     "lost_frames",
+    "publish_run",
     "stream_resumable",
 ]
 
@@ -67,10 +79,15 @@ RUN_LOST_ERROR_NAME: Final = "RunLostError"
 """The error name in the frames followers get when the run's server died."""
 
 
-def lost_frames(settings: StreamSettings, run_id: str) -> list[bytes]:
+def lost_frames(
+    settings: StreamSettings, run_id: str, *, durable: bool = False
+) -> list[bytes]:
     """The frames a run's followers get if the replica executing it dies:
     ``error``, ``step-finish``, ``finish`` (Mastra's order for a failed run),
-    then ``[DONE]``."""
+    then ``[DONE]``; none for a durable run (another replica goes on with
+    it)."""
+    if durable:
+        return []
     error = {
         "name": RUN_LOST_ERROR_NAME,
         "message": f"run {run_id} was lost: the server running it stopped",
@@ -106,33 +123,63 @@ async def follow_log(
     subscription: RunSubscription,
     settings: StreamSettings,
     gap_frame: Callable[[str, str], bytes],
+    *,
+    moved: trio.Event | None = None,
 ) -> None:
     """Write the log's frames (each with its ``id:``) to a started response
     until the run's log ends, then end the body; the frames already at hand
     (a resumer's replay, a burst) in one ``send``, a lone frame at once; a
     keepalive comment while idle. Behind the buffer: one
     ``gap_frame(GAP_ERROR_NAME, message)`` and the end; the bus failing: one
-    ``gap_frame(BUS_ERROR_NAME, message)`` and the end. Returns early,
-    leaving the body cut, when the client disconnects. Checkpoints."""
+    ``gap_frame(BUS_ERROR_NAME, message)`` and the end. When the run moved to
+    another process (the log says so, or ``moved`` is set: this process
+    handed it over): the frames at hand, then ``RETRY_FRAME`` and the end (a
+    client that reconnects elsewhere resumes after the last id it read).
+    Returns early, leaving the body cut, when the client disconnects.
+    Checkpoints."""
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
         writer = BodyWriter(send, settings.keepalive_s)
         nursery.start_soon(writer.keep_alive)
         tail = b""
         ready = subscription.receive_ready
+        waiting = trio.CancelScope()
+        if moved is not None:
+
+            async def on_moved() -> None:
+                assert moved is not None
+                await moved.wait()
+                waiting.cancel()  # a wait for the next frame; none is lost
+
+            nursery.start_soon(on_moved)
         while True:
-            try:
-                seq, frame = await subscription.receive()
-            except trio.EndOfChannel:
-                break
-            except ReplayGap as gap:
-                tail = gap_frame(GAP_ERROR_NAME, str(gap))
-                break
-            except RunBusError as exc:
-                logger.error("a follower's run bus failed: %s", exc)
-                tail = gap_frame(BUS_ERROR_NAME, str(exc))
-                break
-            body = _with_id(seq, frame)
+            item: tuple[int | str, bytes] | None = None
+            if moved is not None and moved.is_set():
+                item = ready()
+                if item is None:
+                    tail = RETRY_FRAME
+                    break
+            else:
+                waiting = trio.CancelScope()
+                if moved is not None and moved.is_set():
+                    continue
+                with waiting:
+                    try:
+                        item = await subscription.receive()
+                    except trio.EndOfChannel:
+                        if subscription.moved:
+                            tail = RETRY_FRAME
+                        break
+                    except ReplayGap as gap:
+                        tail = gap_frame(GAP_ERROR_NAME, str(gap))
+                        break
+                    except RunBusError as exc:
+                        logger.error("a follower's run bus failed: %s", exc)
+                        tail = gap_frame(BUS_ERROR_NAME, str(exc))
+                        break
+                if item is None:  # the wait was cut: the run moved
+                    continue
+            body = _with_id(*item)
             for _ in range(MAX_COALESCED - 1):
                 item = ready()
                 if item is None:
@@ -148,25 +195,33 @@ async def _pump(
     publisher: RunPublisher,
     settings: StreamSettings,
     done: trio.Event,
+    moved: trio.Event,
 ) -> None:
     """Read the run into its log: its frames, then ``[DONE]`` at a clean end
-    or one failure frame. A log that can take no more (``RunBusError``)
-    cancels the run."""
+    or one failure frame; a durable run that moved to another process: its
+    frames, then the log is handed over (``moved`` is set). A log that can
+    take no more (``RunBusError``) cancels the run."""
     stream = reader.stream
+    went = False
     try:
         if publisher.batch_frames > 1:
-            await _publish_batched(reader, publisher, settings)
+            went = await _publish_batched(reader, publisher, settings)
         else:
-            await _read_run(reader, settings, publisher.publish)
+            went = await _read_run(reader, settings, publisher.publish)
     except RunBusError as exc:
         logger.error("run %s: the run bus failed (%s); cancelled", stream.run_id, exc)
         await stream.cancel()
     finally:
         try:
             with trio.CancelScope(shield=True):
-                await publisher.aclose()
+                if went:
+                    await publisher.hand_over()
+                else:
+                    await publisher.aclose()
         except RunBusError as exc:
             logger.error("run %s: its log was not closed: %s", stream.run_id, exc)
+        if went:
+            moved.set()
         done.set()
 
 
@@ -174,10 +229,11 @@ async def _read_run(
     reader: RunReader,
     settings: StreamSettings,
     put: Callable[[bytes], Awaitable[object]],
-) -> None:
+) -> bool:
     """Hand the run's frames to ``put``, in order: its chunks', then
-    ``[DONE]`` at a clean end, or one failure frame when the run raised.
-    What ``put`` raises goes up."""
+    ``[DONE]`` at a clean end, or one failure frame when the run raised;
+    True (and no ``[DONE]``) when the run moved to another process. What
+    ``put`` raises goes up."""
 
     async def put_chunk(chunk: Chunk) -> None:
         frame = settings.encode(chunk)
@@ -192,17 +248,21 @@ async def _read_run(
         logger.exception("run %s failed while streaming", reader.stream.run_id)
         await put(settings.failure_frame(f"{type(exc).__name__}: {exc}"))
     else:
+        if await moved_away(reader.stream):
+            return True
         await put(DONE_FRAME)
+    return False
 
 
 async def _publish_batched(
     reader: RunReader, publisher: RunPublisher, settings: StreamSettings
-) -> None:
+) -> bool:
     """``_read_run`` into ``publisher`` with the frames that are ready
     together published at once: while one batch is on its way, the run's
     next frames wait (up to ``batch_frames`` of them, then the run waits
     too) and go in the next. Order, and each frame once, as one by one.
-    ``RunBusError`` when the log failed."""
+    True when the run moved to another process. ``RunBusError`` when the
+    log failed."""
     size = publisher.batch_frames
     send, receive = trio.open_memory_channel[bytes](size)
     failed: list[RunBusError] = []
@@ -222,17 +282,23 @@ async def _publish_batched(
                 failed.append(exc)
                 cancel_scope.cancel()  # the reader stops where it is
 
+    went = False
     async with trio.open_nursery() as nursery:
         nursery.start_soon(write, nursery.cancel_scope)
         with send:
-            await _read_run(reader, settings, send.send)
+            went = await _read_run(reader, settings, send.send)
     if failed:
         raise failed[0]
+    return went
 
 
 async def _cancel_when(
     reader: RunReader, shutdown: trio.Event, publisher: RunPublisher, grace_s: float
 ) -> None:
+    """Cancel the run at the graceful shutdown, or once ``grace_s`` passed
+    with no client attached; a durable run is handed over at the shutdown
+    instead, and never cancelled for want of clients (another replica goes on
+    with it if this one dies)."""
     stream = reader.stream
 
     async with trio.open_nursery() as nursery:
@@ -247,7 +313,11 @@ async def _cancel_when(
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(on_shutdown)
-        nursery.start_soon(when_unattended)
+        if not stream.durable:
+            nursery.start_soon(when_unattended)
+    if stream.durable and await stream.hand_over():
+        logger.info("run %s: handed over to another replica", stream.run_id)
+        return
     await reader.cancel()
 
 
@@ -273,9 +343,9 @@ async def stream_resumable(
     async with run as stream, trio.open_nursery() as nursery:
         reader = registry.streams[key] = RunReader(stream, hold)
         try:
-            done = trio.Event()
+            done, moved = trio.Event(), trio.Event()
             async with publisher.attach() as subscription:
-                nursery.start_soon(_pump, reader, publisher, settings, done)
+                nursery.start_soon(_pump, reader, publisher, settings, done, moved)
                 nursery.start_soon(_cancel_when, reader, shutdown, publisher, grace_s)
                 await send(
                     {
@@ -284,8 +354,55 @@ async def stream_resumable(
                         "headers": settings.headers,
                     }
                 )
-                await follow_log(send, receive, subscription, settings, gap_frame)
+                await follow_log(
+                    send, receive, subscription, settings, gap_frame, moved=moved
+                )
             await done.wait()
             nursery.cancel_scope.cancel()
         finally:
             registry.release(key, reader)
+
+
+async def publish_run(
+    stream: AgentStream,
+    settings: StreamSettings,
+    *,
+    publisher: RunPublisher | None,
+    registry: RunRegistry,
+    key: str,
+    shutdown: trio.Event,
+    hold: bool = False,
+) -> None:
+    """Run ``stream`` (a durable run this process took over) to its end with
+    no client of its own: into its log ``publisher``, where its followers on
+    any replica read it (None: no bus; its end is in memory and storage),
+    registered in ``registry`` under ``key`` (a cancel reaches it); handed
+    over again at the graceful shutdown. Checkpoints throughout."""
+    reader = registry.streams[key] = RunReader(stream, hold)
+    try:
+        async with trio.open_nursery() as nursery:
+            if publisher is None:
+
+                async def drain() -> None:
+                    await reader.relay(_discard)
+                    nursery.cancel_scope.cancel()
+
+                async def on_shutdown() -> None:
+                    await shutdown.wait()
+                    if not await stream.hand_over():
+                        await reader.cancel()
+
+                nursery.start_soon(drain)
+                nursery.start_soon(on_shutdown)
+                return
+            done, moved = trio.Event(), trio.Event()
+            nursery.start_soon(_pump, reader, publisher, settings, done, moved)
+            nursery.start_soon(_cancel_when, reader, shutdown, publisher, math.inf)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        registry.release(key, reader)
+
+
+async def _discard(_chunk: Chunk) -> None:
+    await trio.lowlevel.checkpoint()

@@ -47,10 +47,12 @@ from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
 
 __all__ = [
     "MAX_COALESCED",
+    "RETRY_FRAME",
     "BodyWriter",
     "RunReader",
     "RunRegistry",
     "StreamSettings",
+    "moved_away",
     "stream_response",
     "watch_disconnect",
 ]
@@ -59,6 +61,11 @@ logger: Final = get_logger("procession.server")
 
 MAX_COALESCED: Final = 64
 """At most this many chunks (or log frames) at hand go out in one ``send``."""
+
+RETRY_FRAME: Final = b"retry: 1000\n\n"
+"""How a response of a run that moved to another process ends: no event and
+no ``[DONE]`` (the run is not over), but the time (ms) after which an
+``EventSource`` reconnects (with its ``Last-Event-ID``, to resume)."""
 
 
 @attrs.define(eq=False)
@@ -331,16 +338,30 @@ async def stream_response(
             nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
             nursery.start_soon(_timer, writer, shutdown, reader)
             clean = await write_run(reader, writer, settings)
-            await writer.end(DONE_FRAME if clean else b"")
+            if clean and await moved_away(stream):
+                await writer.end(RETRY_FRAME)
+            else:
+                await writer.end(DONE_FRAME if clean else b"")
             nursery.cancel_scope.cancel()
         finally:
             registry.release(key, reader)
 
 
 async def _timer(writer: BodyWriter, shutdown: trio.Event, reader: RunReader) -> None:
-    """Keepalives until the graceful shutdown, which cancels the run."""
+    """Keepalives until the graceful shutdown, which cancels the run (hands a
+    durable run over)."""
     await writer.keep_alive(shutdown)
+    stream = reader.stream
+    if stream.durable and await stream.hand_over():
+        return
     await reader.cancel()
+
+
+async def moved_away(stream: AgentStream) -> bool:
+    """Whether the ended ``stream`` is of a durable run that went on in
+    another process (it lost its lease, or was handed over): its response
+    ends with no ``[DONE]``. Checkpoints."""
+    return stream.durable and (await stream.result()).finish_reason == "moved"
 
 
 async def write_run(

@@ -186,6 +186,8 @@ class FrameReader:
         self._buffer = ""
         self._ended = False
         self.status = 0
+        self.retry_ms: int | None = None
+        """The ``retry:`` a response ended with (its run moved), if any."""
 
     async def _send(self, event: Any) -> None:
         data = self._conn.send(event)
@@ -230,6 +232,10 @@ class FrameReader:
                 continue
             frame, self._buffer = self._buffer.split("\n\n", 1)
             if not frame.strip() or frame.startswith(":"):
+                continue
+            if frame.startswith("retry: "):
+                # A run that moved to another replica: reconnect.
+                self.retry_ms = int(frame.removeprefix("retry: "))
                 continue
             match = _FRAME.fullmatch(frame)
             if match is None:
