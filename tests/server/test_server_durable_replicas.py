@@ -23,13 +23,14 @@ import pathlib
 import signal
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import attrs
+import h11
 import pytest
 import trio
-from redis_helpers import Replica, entry_key, open_sse, serving
+from redis_helpers import Replica, entry_key, open_sse, serving, unique_prefix
 from scribe_target import words
 
 from procession.memory import PostgresStorage, SqliteStorage
@@ -256,3 +257,109 @@ async def test_one_process_without_a_bus_adopts_its_runs_when_it_restarts(
     assert len({m.id for m in saved}) == len(saved)
     assert words() in "".join(str(m.content) for m in saved)
     assert len(executed.read_text().splitlines()) == 1
+
+
+async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Six runs at once on three replicas; each replica in turn is stopped
+    (SIGTERM) and replaced by a fresh process. Each client reconnects with
+    its ``Last-Event-ID`` to a live replica whenever its response ends
+    without ``[DONE]`` (a ``retry:``, or its replica gone). Every run ends
+    with its whole answer, read once; every tool ran once."""
+    runs = 6
+    dsn = postgres_dsn()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    storage = PostgresStorage(dsn, schema_name=schema)
+    await storage.migrate()
+    executed = tmp_path / "executed"
+    executed.touch()
+    settings = {
+        "postgres_dsn": dsn,
+        "pg_schema": schema,
+        "executed": str(executed),
+        "redis_prefix": unique_prefix(),
+    }
+    live: list[str] = []
+    read: dict[int, list[tuple[str, Any]]] = {i: [] for i in range(runs)}
+    reconnects = [0] * runs
+
+    async def client(i: int, run_id: str) -> None:
+        frames = read[i]
+        base = live[i % len(live)]
+        request = await _start_in(base, run_id, f"t-{i}")
+        while True:
+            try:
+                async with request as response:
+                    if response.status == 200:
+                        await response.read(frames)
+            except (OSError, trio.BrokenResourceError, h11.RemoteProtocolError):
+                pass  # its replica went away mid-response
+            if frames and frames[-1][1] == "[DONE]":
+                return
+            reconnects[i] += 1
+            await trio.sleep(0.05)
+            base = live[(i + reconnects[i]) % len(live)]
+            headers = {**ADA}
+            if frames:
+                headers["last-event-id"] = frames[-1][0]
+            request = open_sse(
+                "GET", f"{base}/api/agents/scribe/runs/{run_id}/stream", headers=headers
+            )
+
+    try:
+        async with AsyncExitStack() as stack:
+            replicas = list(
+                await stack.enter_async_context(serving(TARGET, 3, **settings))
+            )
+            live += [r.base for r in replicas]
+            with trio.fail_after(90):
+                async with trio.open_nursery() as nursery:
+                    for i in range(runs):
+                        nursery.start_soon(client, i, f"run-{uuid.uuid4().hex}")
+                    for index in range(3):
+                        await trio.sleep(0.7)
+                        stopping = replicas[index]
+                        live.remove(stopping.base)
+                        stopping.process.send_signal(signal.SIGTERM)
+                        await trio.to_thread.run_sync(stopping.process.wait, 20)
+                        (fresh,) = await stack.enter_async_context(
+                            serving(TARGET, 1, **settings)
+                        )
+                        replicas[index] = fresh
+                        live.append(fresh.base)
+        saved = [await storage.list_messages(f"t-{i}", "ada") for i in range(runs)]
+    finally:
+        await storage.aclose()
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    for i in range(runs):
+        frames = read[i]
+        assert frames[-1][1] == "[DONE]", i
+        ids = [entry_id for entry_id, _ in frames]
+        assert len(set(ids)) == len(ids), i
+        assert followed_text(frames) == words(), i
+        assert [m.role for m in saved[i]].count("user") == 1
+    assert len(executed.read_text().splitlines()) == runs  # each tool once
+    assert sum(reconnects) >= 1  # the restarts did cut some responses
+    moved = [
+        i
+        for i in range(runs)
+        if any(d["type"] == "step-retry" for d in _frames_of(read[i]))
+    ]
+    assert moved  # and some runs went on on another replica
+
+
+async def _start_in(base: str, run_id: str, thread: str) -> Any:
+    return open_sse(
+        "POST",
+        f"{base}/api/agents/scribe/stream",
+        json={
+            "messages": "look it up",
+            "memory": {"thread": thread, "resource": "ada"},
+            "runId": run_id,
+        },
+        headers=ADA,
+    )
