@@ -200,7 +200,8 @@ async def _pump(
     """Read the run into its log: its frames, then ``[DONE]`` at a clean end
     or one failure frame; a durable run that moved to another process: its
     frames, then the log is handed over (``moved`` is set). A log that can
-    take no more (``RunBusError``) cancels the run."""
+    take no more (``RunBusError``) cancels the run (a durable run goes on,
+    unpublished)."""
     stream = reader.stream
     went = False
     try:
@@ -209,8 +210,21 @@ async def _pump(
         else:
             went = await _read_run(reader, settings, publisher.publish)
     except RunBusError as exc:
-        logger.error("run %s: the run bus failed (%s); cancelled", stream.run_id, exc)
-        await stream.cancel()
+        if stream.durable:
+            # Kept in storage, it need not die with the bus: it goes on to
+            # its end (memory saves the turn), which nobody can follow here.
+            logger.error(
+                "run %s: the run bus failed (%s); it goes on unpublished",
+                stream.run_id,
+                exc,
+            )
+            async for _chunk in reader.chunks:
+                pass
+        else:
+            logger.error(
+                "run %s: the run bus failed (%s); cancelled", stream.run_id, exc
+            )
+            await stream.cancel()
     finally:
         try:
             with trio.CancelScope(shield=True):

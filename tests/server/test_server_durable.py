@@ -1,16 +1,36 @@
 """``create_app(durable=...)`` refuses, at start, agents whose durable runs
 would have nowhere to live (no storage, or an in-memory SQLite database): a
-durable run never silently runs as a plain one. Across processes:
+durable run never silently runs as a plain one. A durable run outlives its
+bus: Redis restarted mid-run loses its follower nothing, and Redis gone for
+good ends the follower's stream with the typed error while the run, kept in
+storage, ends and saves its turn. Across processes:
 ``test_server_durable_replicas.py``."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from typing import Any
+
 import pytest
+import trio
+from redis_helpers import (
+    PrivateRedis,
+    free_port,
+    makes_redis_unreachable,
+    open_sse,
+    redis_binary,
+    redis_url,
+    text_of,
+    unique_prefix,
+)
+from redis_target import slow_turn
+from server_helpers import make_agent
 
 from procession import Agent, ConfigurationError
 from procession.memory import Memory, SqliteStorage
 from procession.runtime import Durable
-from procession.server import create_app
+from procession.server import BUS_ERROR_NAME, RedisRunBus, create_app, serve
 from procession.testing import ScriptedModel
 
 
@@ -33,3 +53,68 @@ def test_a_durable_app_needs_storage_other_processes_read(tmp_path: object) -> N
         create_app([bare], durable="yes")  # type: ignore[arg-type]
     # Not durable: nothing asked of the storage.
     assert create_app([bare]).durable is None
+
+
+@makes_redis_unreachable
+async def test_a_durable_run_outlives_a_redis_restart_and_a_lost_redis() -> None:
+    redis_url()  # skips (or fails under CI) like the other Redis tests
+    with tempfile.TemporaryDirectory() as root:
+        redis = PrivateRedis(redis_binary(), free_port(), root)
+        try:
+            await _outlive_the_bus(redis, root)
+        finally:
+            await redis.kill()
+
+
+async def _outlive_the_bus(redis: PrivateRedis, root: str) -> None:
+    bus = RedisRunBus(redis.url, lease_s=1.0, prefix=unique_prefix())
+    storage = SqliteStorage(os.path.join(root, "runs.db"))
+    agent = make_agent(
+        ScriptedModel([slow_turn(60, 0.02)] * 2), memory=Memory(storage=storage)
+    )
+    app = create_app([agent], bus=bus, keepalive_s=0, durable=Durable(lease_s=1.0))
+    await redis.start()
+    restarted: list[tuple[str, Any]] = []
+    lost: list[tuple[str, Any]] = []
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(
+            lambda task_status: serve(
+                app, port=0, shutdown_trigger=stop.wait, task_status=task_status
+            )
+        )
+        url = f"{urls[0]}/api/agents/helper/stream"
+
+        def body(n: int) -> dict[str, Any]:
+            memory = {"thread": f"t-{n}", "resource": "ada"}
+            return {"messages": "Hi", "memory": memory, "runId": f"r-{n}"}
+
+        async with open_sse("POST", url, json=body(1)) as response:
+            await response.read(restarted, until=10)
+            await redis.kill()  # everything Redis held is gone
+            await trio.sleep(0.3)
+            await redis.start()
+            await response.read(restarted)
+        async with open_sse("POST", url, json=body(2)) as response:
+            await response.read(lost, until=10)
+            await redis.kill()  # and now for good
+            await response.read(lost)
+        with trio.fail_after(20):
+            while True:
+                record = await storage.get_run("r-2")
+                assert record is not None
+                if record.status == "ended":
+                    break
+                await trio.sleep(0.05)
+        stop.set()
+    saved = await storage.list_messages("t-2", "ada")
+    await storage.aclose()
+    answer = "".join(f"w{i} " for i in range(60))
+    # A restart: every frame the bus acknowledged reached the follower.
+    assert text_of(restarted) == answer
+    assert restarted[-1][1] == "[DONE]"
+    # Redis gone for good: the follower is told, and the run, kept in storage,
+    # still ends and saves its turn (a plain run would have been cancelled).
+    assert lost[-1][1]["payload"]["error"]["name"] == BUS_ERROR_NAME
+    assert [m.role for m in saved] == ["user", "assistant"]
+    assert answer.strip() in str(saved[-1].content)
