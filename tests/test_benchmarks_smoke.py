@@ -299,3 +299,20 @@ def test_the_durable_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert takeovers.takeovers == 3
     assert (takeovers.lost, takeovers.duplicated) == (0, 0)
     assert "summary:" in capsys.readouterr().out
+
+
+def test_the_approval_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _module, rows = run_quick("approval")
+    setups = {(r.backend, r.setup) for r in rows}
+    assert {
+        ("sqlite file", "plain turn"),
+        ("sqlite file", "pause"),
+        ("sqlite file", "resume"),
+        ("sqlite file", "pause + resume"),
+    } <= setups
+    if os.environ.get("PROCESSION_TEST_POSTGRES_DSN"):
+        assert ("postgres", "pause + resume") in setups
+    assert all(r.ms > 0 and r.runs == 3 for r in rows)
+    plain = {r.backend: r.ms for r in rows if r.setup == "plain turn"}
+    assert all(r.vs_plain == pytest.approx(r.ms / plain[r.backend]) for r in rows)
+    assert "a pause and a resume add" in capsys.readouterr().out
