@@ -103,9 +103,13 @@ def test_type_string_and_match_both_work() -> None:
 
 def test_chunks_are_frozen() -> None:
     chunk = text_delta("a")
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+    with pytest.raises(
+        attrs.exceptions.FrozenInstanceError, match="can't set attribute"
+    ):
         chunk.run_id = "r"  # type: ignore[misc]  # checking the runtime guard
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+    with pytest.raises(
+        attrs.exceptions.FrozenInstanceError, match="can't set attribute"
+    ):
         chunk.payload.text = "b"  # type: ignore[misc]  # checking the runtime guard
 
 

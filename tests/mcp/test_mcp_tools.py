@@ -374,7 +374,7 @@ async def test_http_headers_reach_the_server_and_never_a_message(
         wrong = MCPTools(
             url=url + f"?key={secret}", headers={"Authorization": "Bearer wrong-token"}
         )
-        with pytest.raises(MCPConnectionError) as caught:
+        with pytest.raises(MCPConnectionError, match=r"would not connect") as caught:
             async with wrong:
                 pass
         nursery.cancel_scope.cancel()

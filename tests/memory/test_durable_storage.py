@@ -104,7 +104,9 @@ async def test_checkpoints_and_tool_records_are_fenced_by_the_epoch(
         runs.end_run("run-d", epoch=7),
     ]
     for write in stale:
-        with pytest.raises(RunLostError):
+        with pytest.raises(
+            RunLostError, match=r"no longer held (at|by this continuation)"
+        ):
             await write
     assert not await runs.renew_run("run-d", epoch=7, owner="replica-a", lease_s=30)
     assert not await runs.renew_run("run-d", epoch=0, owner="replica-z", lease_s=30)
@@ -137,7 +139,7 @@ async def test_a_released_run_is_taken_over_once_and_fences_the_old_owner(
     assert await runs.lapsed_runs(["agent"]) == []
     # The old owner learns it lost the run at its next write.
     assert not await runs.renew_run("run-d", epoch=0, owner="replica-a", lease_s=30)
-    with pytest.raises(RunLostError):
+    with pytest.raises(RunLostError, match=r"no longer held (at|by this continuation)"):
         await runs.tool_started("run-d", epoch=0, tool_call_id="c9")
     await runs.tool_started("run-d", epoch=1, tool_call_id="c9")
     # The new owner ends it: the rest of the turn saved, the tool records gone.

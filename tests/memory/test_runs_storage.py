@@ -110,7 +110,9 @@ async def test_a_decision_claims_the_run_once(storage: Any) -> None:
     )
     assert (ended.status, ended.snapshot) == ("ended", None)
     assert texts(await storage.list_messages("t-1", "ada")) == ["Done."]
-    with pytest.raises(ApprovalAlreadyDecided):
+    with pytest.raises(
+        ApprovalAlreadyDecided, match=r"was already answered \(approved\)"
+    ):
         await runs.decide(
             "run-1", agent_id="agent", tool_call_id="call-1", decision="approved"
         )
@@ -131,7 +133,7 @@ async def test_not_found_comes_before_already_decided(storage: Any) -> None:
             await runs.decide(
                 "run-1", tool_call_id="call-1", decision="approved", **kwargs
             )
-    with pytest.raises(WaitingRunNotFound):
+    with pytest.raises(WaitingRunNotFound, match=r"is waiting to be answered"):
         await runs.decide(
             "no-such-run", agent_id="agent", tool_call_id=None, decision="approved"
         )
@@ -170,7 +172,7 @@ async def test_a_stale_continuation_writes_nothing(storage: Any) -> None:
     assert texts(await storage.list_messages("t-1", "ada")) == []
     # Pausing again (a second call that needs approval) needs the epoch too.
     again = _run(pending=("call-2",))
-    with pytest.raises(RunLostError):
+    with pytest.raises(RunLostError, match=r"was claimed by another continuation"):
         await runs.suspend_run(again, [], expected_epoch=claimed.epoch + 1)
     waiting = await runs.suspend_run(again, [], expected_epoch=claimed.epoch)
     assert (waiting.status, waiting.epoch) == ("waiting", claimed.epoch)

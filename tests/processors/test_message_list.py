@@ -800,7 +800,9 @@ def test_prompt_values_are_frozen_with_role_and_type() -> None:
     assert PromptToolCallPart("c", "t", {}).type == "tool-call"
     assert PromptToolResultPart("c", "t", 1).type == "tool-result"
     assert PromptSystemMessage("s").role == "system"
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+    with pytest.raises(
+        attrs.exceptions.FrozenInstanceError, match="can't set attribute"
+    ):
         message.role = "assistant"  # type: ignore[misc,assignment]
 
 

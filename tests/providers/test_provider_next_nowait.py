@@ -101,7 +101,7 @@ async def _read_awaited(kind: type) -> list[Chunk]:
 @pytest.mark.parametrize("kind", MODELS)
 async def test_nothing_is_at_hand_before_the_first_read(kind: type) -> None:
     async with _response(kind, _burst(kind)) as response:
-        with pytest.raises(trio.WouldBlock):
+        with pytest.raises(trio.WouldBlock, match=r"^$"):
             response.next_nowait()
         first = await response.__anext__()
         assert isinstance(first, ResponseMetadataChunk)
@@ -130,7 +130,7 @@ async def test_a_burst_is_taken_without_reading_in_order_to_the_end(
         assert unfinished is None
         assert response.finish is not None
         assert response.finish.finish_reason == "stop"
-        with pytest.raises(StopAsyncIteration):
+        with pytest.raises(StopAsyncIteration, match=r"^$"):
             response.next_nowait()
     assert _describe(got) == _describe(expected)
 
@@ -186,9 +186,9 @@ async def test_a_failure_in_a_burst_is_raised_as_by_the_awaited_read(
         with pytest.raises(ProviderStreamError, match="busy"):
             _drain_nowait(response)
         # The stream is over, however it is read.
-        with pytest.raises(StopAsyncIteration):
+        with pytest.raises(StopAsyncIteration, match=r"^$"):
             response.next_nowait()
-        with pytest.raises(StopAsyncIteration):
+        with pytest.raises(StopAsyncIteration, match=r"^$"):
             await response.__anext__()
 
 
@@ -206,7 +206,7 @@ async def test_data_that_is_not_json_fails_the_stream_from_next_nowait() -> None
 async def test_a_closed_response_gives_nothing_at_hand(kind: type) -> None:
     async with _response(kind, _burst(kind)) as response:
         await response.__anext__()
-    with pytest.raises(trio.WouldBlock):
+    with pytest.raises(trio.WouldBlock, match=r"^$"):
         response.next_nowait()  # __anext__ says why
     with pytest.raises(trio.ClosedResourceError, match="after its 'async with'"):
         await response.__anext__()

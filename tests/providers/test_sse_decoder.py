@@ -164,7 +164,7 @@ def test_a_line_without_end_fails_as_it_crosses_the_limit() -> None:
     """The decoder does not wait for a line end that may never come."""
     decoder = SSEDecoder(max_event_bytes=1000, provider="openai", setting="S=...")
     assert decoder.feed(b"data: " + b"x" * 900) == []
-    with pytest.raises(EventTooLargeError) as info:
+    with pytest.raises(EventTooLargeError, match=r"larger than the limit of") as info:
         decoder.feed(b"x" * 200)
     assert str(info.value) == (
         "openai sent a server-sent event larger than the limit of 1000 bytes "

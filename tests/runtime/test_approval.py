@@ -464,7 +464,7 @@ async def test_unknown_runs_and_other_resources_are_not_found(
     with pytest.raises(WaitingRunNotFound, match="run-nope"):
         async with agent.approve_tool_call("run-nope"):
             pass
-    with pytest.raises(WaitingRunNotFound):
+    with pytest.raises(WaitingRunNotFound, match=r"is waiting to be answered"):
         async with agent.approve_tool_call(paused.run_id, resource_id="bob"):
             pass
     other = Agent(
@@ -472,7 +472,7 @@ async def test_unknown_runs_and_other_resources_are_not_found(
         model=ScriptedModel([]),
         storage=agent.run_storage,
     )
-    with pytest.raises(WaitingRunNotFound):
+    with pytest.raises(WaitingRunNotFound, match=r"is waiting to be answered"):
         async with other.approve_tool_call(paused.run_id):
             pass
     assert ledger.calls == []

@@ -3,8 +3,9 @@ of ``create_app(durable=...)`` on one PostgreSQL and one Redis, on the real
 clock (``scribe_target.py``).
 
 * ``kill -9`` of the replica executing a run, during its answer's stream,
-  during a tool, or between the two steps: the other replica takes the run over (its lease lapsed); a
-  client following the run on that replica reads one run: the cut attempt
+  during a tool, or between the two steps: the other replica takes the run
+  over (its lease lapsed); a client following the run on that replica reads
+  one run: the cut attempt
   withdrawn by a ``step-retry`` (reason ``takeover``), the answer's text once,
   ``[DONE]`` at the end; the tool ran once (cut off mid-call, it is not run
   again: the model is told); memory holds the turn once.

@@ -34,7 +34,7 @@ async def test_a_keys_logs_follow_one_another_in_process() -> None:
     first = bus.open("run:*:r-1")
     for frame in (b"a", b"b", b"c"):
         await first.publish(frame)
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match=r"run:\*:r-1"):
         bus.open("run:*:r-1")  # open: one log at a time
     await first.aclose()
     second = bus.open("run:*:r-1")  # the continuation, before the paused
@@ -86,7 +86,7 @@ async def test_a_keys_logs_follow_one_another_on_redis() -> None:
         key = "run:*:r-1"
         first = await bus.open_run(key, run_id="r-1", lost_frames=[b"lost"])
         ids = await first.publish_many([b"a", b"b", b"c"])
-        with pytest.raises(KeyError):
+        with pytest.raises(KeyError, match=r"run:\*:r-1"):
             await bus.open_run(key, run_id="r-1", lost_frames=[])
         await first.aclose()
         second = await bus.open_run(key, run_id="r-1", lost_frames=[b"lost"])

@@ -303,7 +303,7 @@ async def test_an_exception_item_is_raised_mid_stream() -> None:
         with pytest.raises(ProviderError, match=r"connection reset") as info:
             await response.__anext__()
         assert info.value.code == "ECONNRESET"
-        with pytest.raises(StopAsyncIteration):
+        with pytest.raises(StopAsyncIteration, match=r"^$"):
             await response.__anext__()
     assert got == [text_delta("partial")]
     assert response.finish is None
@@ -512,7 +512,9 @@ async def test_calls_record_each_request() -> None:
     assert call.finish.finish_reason == "stop"
     assert model.remaining == 1
     assert repr(call).startswith("RecordedCall(index=0, log=CallLog(chunks_streamed=3")
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+    with pytest.raises(
+        attrs.exceptions.FrozenInstanceError, match="can't set attribute"
+    ):
         call.index = 5  # type: ignore[misc]
     model.calls.clear()  # a copy: the model's record is untouched
     assert len(model.calls) == 1

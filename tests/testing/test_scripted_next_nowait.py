@@ -22,13 +22,13 @@ async def test_next_nowait_gives_chunks_until_a_delay_then_the_end() -> None:
         first = response.next_nowait()
         assert isinstance(first, TextDeltaChunk)
         assert first.payload.text == "a"
-        with pytest.raises(trio.WouldBlock):
+        with pytest.raises(trio.WouldBlock, match=r"^$"):
             response.next_nowait()  # the delay is the awaited read's to sleep
         second = await response.__anext__()
         assert isinstance(second, TextDeltaChunk)
         assert second.payload.text == "b"
         assert model.calls[0].finish is None  # not at the end yet
-        with pytest.raises(StopAsyncIteration):
+        with pytest.raises(StopAsyncIteration, match=r"^$"):
             response.next_nowait()
         assert response.finish is not None
         assert response.finish.finish_reason == "stop"
@@ -42,6 +42,6 @@ async def test_next_nowait_raises_the_scripted_error() -> None:
         response.next_nowait()
         with pytest.raises(ValueError, match="boom"):
             response.next_nowait()
-        with pytest.raises(StopAsyncIteration):
+        with pytest.raises(StopAsyncIteration, match=r"^$"):
             response.next_nowait()
     assert isinstance(model.calls[0].error, ValueError)

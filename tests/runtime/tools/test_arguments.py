@@ -193,7 +193,9 @@ def test_missing_required_fields_are_each_named(everything: Tool) -> None:
 
 def test_many_errors_are_listed_up_to_ten(everything: Tool) -> None:
     raw = {**GOOD, "seq": ["x"] * 14}
-    with pytest.raises(ToolArgumentsError) as info:
+    with pytest.raises(
+        ToolArgumentsError, match=r"arguments for tool 'everything' are invalid"
+    ) as info:
         parse_arguments(everything, raw)
     problems = info.value.problem.split("; ")
     assert len(problems) == 11
