@@ -11,7 +11,8 @@ under ``PROCESSION_TEST_REDIS_PREFIX``), or on the SQLite file
 ``PROCESSION_TEST_SQLITE`` with no bus, tokens ``ada-token`` (resource
 ``ada``) and ``bob-token`` (``bob``). Each execution of ``fetch`` appends a
 line (the process id) to the file ``PROCESSION_TEST_EXECUTED``; while the
-file ``PROCESSION_TEST_HOLD`` exists, ``fetch`` waits."""
+file ``PROCESSION_TEST_HOLD`` exists, ``fetch`` waits. ``PROCESSION_TEST_WORDS``
+sets how many words the answer has (40)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from procession.models import ModelRequest
 from procession.testing import Delay, ScriptedModel, tool_call_turn
 
 TOKENS = {"ada-token": "ada", "bob-token": "bob"}
-WORDS = 40
+WORDS = int(os.environ.get("PROCESSION_TEST_WORDS", "40"))
 EVERY_S = 0.05
 LEASE_S = 1.0
 

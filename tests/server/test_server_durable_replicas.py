@@ -375,3 +375,113 @@ async def _start_in(base: str, run_id: str, thread: str) -> Any:
         },
         headers=ADA,
     )
+
+
+async def _owner_pid(storage: PostgresStorage, run_id: str) -> tuple[int, int] | None:
+    """The pid of the process holding the run, and the run's epoch."""
+    record = await storage.get_run(run_id)
+    if record is None or record.owner is None or record.status != "running":
+        return None
+    return int(record.owner.split("/")[1]), record.epoch
+
+
+async def test_a_run_killed_again_and_again_at_any_moment_finishes_once(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The replica holding the run is killed (``kill -9``) three times, at
+    moments that fall anywhere: in the model's stream, in a tool, in the
+    middle of a checkpoint or of the takeover itself (0.05 s after a takeover:
+    it is still restoring and writing). A fresh replica replaces each one.
+    The client, reconnecting to live replicas with its ``Last-Event-ID``,
+    reads the whole answer once; the tool ran once; memory holds the turn
+    once."""
+    dsn = postgres_dsn()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    storage = PostgresStorage(dsn, schema_name=schema)
+    await storage.migrate()
+    executed = tmp_path / "executed"
+    executed.touch()
+    settings = {
+        "postgres_dsn": dsn,
+        "pg_schema": schema,
+        "executed": str(executed),
+        "redis_prefix": unique_prefix(),
+        "words": "120",  # six seconds of answer: time for three kills
+    }
+    run_id = f"run-{uuid.uuid4().hex}"
+    frames: list[tuple[str, Any]] = []
+    live: dict[int, Replica] = {}
+    done = trio.Event()
+
+    async def client() -> None:
+        base = next(iter(live.values())).base
+        request = await _start_in(base, run_id, "t-1")
+        while True:
+            try:
+                async with request as response:
+                    if response.status == 200:
+                        await response.read(frames)
+            except (OSError, trio.BrokenResourceError, h11.RemoteProtocolError):
+                pass
+            if frames and frames[-1][1] == "[DONE]":
+                done.set()
+                return
+            await trio.sleep(0.05)
+            headers = {**ADA}
+            if frames:
+                headers["last-event-id"] = frames[-1][0]
+            base = list(live.values())[-1].base
+            request = open_sse(
+                "GET", f"{base}/api/agents/scribe/runs/{run_id}/stream", headers=headers
+            )
+
+    kills: list[tuple[int, int]] = []
+    try:
+        async with AsyncExitStack() as stack:
+            for replica in await stack.enter_async_context(
+                serving(TARGET, 2, **settings)
+            ):
+                assert replica.process.pid is not None
+                live[replica.process.pid] = replica
+            with trio.fail_after(120):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(client)
+                    for delay in (0.3, 0.05, 0.9):
+                        # Wait for a process to hold the run (the first, or
+                        # the taker of the last kill), then kill it.
+                        while True:
+                            held = await _owner_pid(storage, run_id)
+                            if (
+                                held is not None
+                                and held[0] in live
+                                and (not kills or held[1] > kills[-1][1])
+                            ):
+                                break
+                            await trio.sleep(0.01)
+                        await trio.sleep(delay)
+                        if done.is_set():
+                            break
+                        victim = live.pop(held[0])
+                        await trio.to_thread.run_sync(victim.kill)
+                        kills.append(held)
+                        (fresh,) = await stack.enter_async_context(
+                            serving(TARGET, 1, **settings)
+                        )
+                        assert fresh.process.pid is not None
+                        live[fresh.process.pid] = fresh
+                    await done.wait()
+        saved = await storage.list_messages("t-1", "ada")
+    finally:
+        await storage.aclose()
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    assert len(kills) == 3
+    assert frames[-1][1] == "[DONE]"
+    ids = [entry_id for entry_id, _ in frames]
+    assert len(set(ids)) == len(ids)
+    assert followed_text(frames) == words(120)
+    assert len(executed.read_text().splitlines()) == 1
+    assert [m.role for m in saved].count("user") == 1
+    assert len({m.id for m in saved}) == len(saved)
