@@ -289,7 +289,7 @@ class Agent:
             durable=check_durable(or_default(options.durable, self.durable)),
         )
         if spec.durable is not None:
-            require_durable_storage(spec)
+            require_durable_storage(spec.agent_id, spec.run_storage)
         return spec, self._conversation(messages, context, thread_id, resource_id)
 
     def _call_context(

@@ -24,7 +24,7 @@ from .._errors import NoRunStorageError, ToolCallNotPendingError, WaitingRunNotF
 from ..data import PendingToolCall
 from ..memory import RunRecord, RunStorage
 from ._options import CallOptions
-from ._snapshot import apply_snapshot, pending_from_json, restore_snapshot
+from ._snapshot import Restored, apply_snapshot, pending_from_json, restore_snapshot
 from ._state import RunSpec, RunState
 from ._stream import AgentStream, Continuation, open_stream
 
@@ -78,6 +78,36 @@ async def suspended_runs(
     ]
 
 
+def continued_spec(
+    agent: Agent,
+    prepare: Callable[[Any, CallOptions], tuple[RunSpec, Any]],
+    restored: Restored,
+    run: RunRecord,
+    **more: Any,
+) -> RunSpec:
+    """The spec of ``run`` going on from its snapshot ``restored`` (after a
+    person's answer, or taken over): the call's options as the snapshot kept
+    them (the agent's where it kept none), its ids from its record, and
+    ``more`` options (``durable``)."""
+    options = restored.options
+    spec, _unused = prepare(
+        [],
+        CallOptions(
+            request_context=restored.request_context,
+            max_steps=int(options.get("maxSteps") or agent.max_steps),
+            execution_mode=options.get("mode") or agent.execution_mode,
+            run_id=run.id,
+            thread_id=run.thread_id,
+            resource_id=run.resource_id,
+            active_tools=options.get("activeTools"),
+            model_settings=options.get("modelSettings"),
+            provider_options=options.get("providerOptions"),
+            **more,
+        ),
+    )
+    return attrs.evolve(spec, budget=options.get("budget", spec.budget))
+
+
 @asynccontextmanager
 async def continue_run(
     agent: Agent,
@@ -121,22 +151,7 @@ async def continue_run(
     snapshot = run.snapshot
     assert snapshot is not None
     restored = restore_snapshot(snapshot)
-    options = restored.options
-    spec, _unused = prepare(
-        [],
-        CallOptions(
-            request_context=restored.request_context,
-            max_steps=int(options.get("maxSteps") or agent.max_steps),
-            execution_mode=options.get("mode") or agent.execution_mode,
-            run_id=run_id,
-            thread_id=run.thread_id,
-            resource_id=run.resource_id,
-            active_tools=options.get("activeTools"),
-            model_settings=options.get("modelSettings"),
-            provider_options=options.get("providerOptions"),
-        ),
-    )
-    spec = attrs.evolve(spec, budget=options.get("budget", spec.budget))
+    spec = continued_spec(agent, prepare, restored, run)
 
     def restore(state: RunState) -> None:
         state.resume = apply_snapshot(state, snapshot, found)

@@ -52,7 +52,7 @@ from ..wire import to_wire as chunk_to_wire
 from ._approval import Executed
 from ._hooks import HookLanes
 from ._snapshot import _not_json, take_checkpoint, take_snapshot
-from ._state import RunSpec, RunState
+from ._state import RunState
 from .tools import Tool
 
 __all__ = [
@@ -112,6 +112,13 @@ class Durable:
     host: Mapping[str, Any] | None = attrs.field(default=None, validator=_check_host)
 
     @staticmethod
+    def require_storage(agent_id: str, storage: RunStorage | None) -> None:
+        """``ConfigurationError`` (``NoRunStorageError`` without storage)
+        unless ``storage`` keeps runs where other processes read them: what
+        a durable run of agent ``agent_id`` needs."""
+        require_durable_storage(agent_id, storage)
+
+    @staticmethod
     def option(value: Any) -> Durable | None:
         """A ``durable=`` option as a ``Durable``: True is ``Durable()``,
         False or None is None (not durable); anything else but a ``Durable``
@@ -133,20 +140,20 @@ def check_durable(value: Any) -> Durable | None:
     )
 
 
-def require_durable_storage(spec: RunSpec) -> None:
+def require_durable_storage(agent_id: str, storage: RunStorage | None) -> None:
     """A durable run needs storage other processes can read: a
     ``NoRunStorageError`` without one, a ``ConfigurationError`` for an
-    in-memory SQLite database. Raised before the run starts."""
-    storage = spec.run_storage
+    in-memory SQLite database (both name the agent). Raised before the run
+    starts (or the server that would serve it)."""
     if storage is None:
         raise NoRunStorageError(
-            f"agent {spec.agent_id!r} runs durable runs, which are kept in "
+            f"agent {agent_id!r} runs durable runs, which are kept in "
             f"storage from their start: give it memory=Memory(storage=...) or "
             f"storage=... (a SqliteStorage file or a PostgresStorage)"
         )
     if getattr(storage, "in_memory", False):
         raise ConfigurationError(
-            f"agent {spec.agent_id!r} runs durable runs, but its storage is an "
+            f"agent {agent_id!r} runs durable runs, but its storage is an "
             f"in-memory SQLite database, which dies with this process: give it a "
             f"SQLite file (shared by the processes of one host) or PostgreSQL"
         )

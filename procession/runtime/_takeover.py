@@ -14,6 +14,7 @@ import trio
 from .._errors import NoRunStorageError, SnapshotError
 from .._secrets import get_logger
 from ..memory import RunLostError, RunRecord, RunStorage, StorageError
+from ._answer import continued_spec
 from ._durable import Durable, Takeover, check_durable, process_owner
 from ._options import CallOptions
 from ._snapshot import apply_checkpoint, apply_snapshot, restore_snapshot
@@ -62,23 +63,13 @@ async def take_over_run(
     if snapshot is None:  # pragma: no cover - a running run has one
         raise SnapshotError(f"run {record.id!r} has no checkpoint to go on from")
     restored = restore_snapshot(snapshot)
-    options = restored.options
-    spec, _unused = prepare(
-        [],
-        CallOptions(
-            request_context=restored.request_context,
-            max_steps=int(options.get("maxSteps") or agent.max_steps),
-            execution_mode=options.get("mode") or agent.execution_mode,
-            run_id=taken.id,
-            thread_id=taken.thread_id,
-            resource_id=taken.resource_id,
-            active_tools=options.get("activeTools"),
-            model_settings=options.get("modelSettings"),
-            provider_options=options.get("providerOptions"),
-            durable=attrs.evolve(durable, host=taken.host),
-        ),
+    spec = continued_spec(
+        agent,
+        prepare,
+        restored,
+        taken,
+        durable=attrs.evolve(durable, host=taken.host),
     )
-    spec = attrs.evolve(spec, budget=options.get("budget", spec.budget))
     records = {r.tool_call_id: r for r in await storage.tool_records(taken.id)}
     decisions = await storage.run_decisions(taken.id) if "paused" in snapshot else []
 

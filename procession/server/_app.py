@@ -227,7 +227,8 @@ class ProcessionApp:
         """``create_app(durable=...)``: every run it starts is durable."""
         for agent in self.agents.values():
             if self._durable_for(agent) is not None:
-                _check_durable_storage(agent)
+                # A durable run never falls back to a plain one.
+                Durable.require_storage(agent.id, agent.run_storage)
 
     def _route_table(self) -> list[tuple[str, re.Pattern[str], str, Handler]]:
         """Each route: its method, its path pattern, the route template (the
@@ -1299,24 +1300,6 @@ class ProcessionApp:
             storage, req.params["thread"], resource, params
         )
         await send_json(req.send, 200, body)
-
-
-def _check_durable_storage(agent: Agent) -> None:
-    """``ConfigurationError`` unless ``agent`` keeps its runs where other
-    processes read them (a durable run never falls back to a plain one)."""
-    storage = agent.run_storage
-    if storage is None:
-        raise ConfigurationError(
-            f"agent {agent.id!r} runs durable runs here, which are kept in its "
-            f"storage: give it memory=Memory(storage=...) or storage=... (a "
-            f"SqliteStorage file or a PostgresStorage)"
-        )
-    if getattr(storage, "in_memory", False):
-        raise ConfigurationError(
-            f"agent {agent.id!r} runs durable runs here, but its storage is an "
-            f"in-memory SQLite database, which dies with this process: give it "
-            f"a SQLite file or PostgreSQL"
-        )
 
 
 def _with_memory_ignored(settings: StreamSettings, agent: Agent) -> StreamSettings:

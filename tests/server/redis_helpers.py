@@ -77,6 +77,24 @@ def redis_url() -> str:
     pytest.skip("no Redis: set PROCESSION_TEST_REDIS_URL (bash .ci/redis -- ...)")
 
 
+POSTGRES_DSN_VARIABLE = "PROCESSION_TEST_POSTGRES_DSN"
+
+
+def postgres_dsn() -> str:
+    """The test PostgreSQL server's DSN (replicas on one database); skips
+    (fails under CI) when there is none."""
+    dsn = os.environ.get(POSTGRES_DSN_VARIABLE)
+    if dsn:
+        return dsn
+    if os.environ.get("CI") == "true":
+        pytest.fail(
+            f"CI=true but {POSTGRES_DSN_VARIABLE} is not set (.ci/pg)", pytrace=False
+        )
+    pytest.skip(
+        f"{POSTGRES_DSN_VARIABLE} is not set (bash .ci/pg -- python -m pytest ...)"
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

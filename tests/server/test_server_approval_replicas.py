@@ -14,7 +14,6 @@ Skipped (with the reason) without ``PROCESSION_TEST_REDIS_URL`` or
 
 from __future__ import annotations
 
-import os
 import pathlib
 import uuid
 from collections.abc import AsyncIterator
@@ -26,7 +25,7 @@ import httpx2
 import pytest
 import trio
 from clerk_target import words
-from redis_helpers import Replica, entry_key, open_sse, serving
+from redis_helpers import Replica, entry_key, open_sse, postgres_dsn, serving
 
 from procession.memory import PostgresStorage
 
@@ -34,17 +33,6 @@ TARGET = pathlib.Path(__file__).with_name("clerk_target.py")
 ADA = {"authorization": "Bearer ada-token"}
 BOB = {"authorization": "Bearer bob-token"}
 THREAD = {"thread": "t-1", "resource": "ada"}
-DSN_VARIABLE = "PROCESSION_TEST_POSTGRES_DSN"
-
-
-def postgres_dsn() -> str:
-    """The test server's DSN; skips (fails under CI) when there is none."""
-    dsn = os.environ.get(DSN_VARIABLE)
-    if dsn:
-        return dsn
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {DSN_VARIABLE} is not set (.ci/pg)", pytrace=False)
-    pytest.skip(f"{DSN_VARIABLE} is not set (bash .ci/pg -- python -m pytest ...)")
 
 
 @attrs.frozen

@@ -22,11 +22,10 @@ Skipped (with the reason) without ``PROCESSION_TEST_REDIS_URL`` or
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -34,7 +33,14 @@ import attrs
 import h11
 import pytest
 import trio
-from redis_helpers import Replica, entry_key, open_sse, serving, unique_prefix
+from redis_helpers import (
+    Replica,
+    entry_key,
+    open_sse,
+    postgres_dsn,
+    serving,
+    unique_prefix,
+)
 from scribe_target import words
 
 from procession.memory import PostgresStorage, SqliteStorage
@@ -44,16 +50,6 @@ pytestmark = pytest.mark.procession_real_clock
 TARGET = pathlib.Path(__file__).with_name("scribe_target.py")
 ADA = {"authorization": "Bearer ada-token"}
 THREAD = {"thread": "t-1", "resource": "ada"}
-DSN_VARIABLE = "PROCESSION_TEST_POSTGRES_DSN"
-
-
-def postgres_dsn() -> str:
-    dsn = os.environ.get(DSN_VARIABLE)
-    if dsn:
-        return dsn
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {DSN_VARIABLE} is not set (.ci/pg)", pytrace=False)
-    pytest.skip(f"{DSN_VARIABLE} is not set (bash .ci/pg -- python -m pytest ...)")
 
 
 @attrs.frozen
@@ -297,27 +293,11 @@ async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
     reconnects = [0] * runs
 
     async def client(i: int, run_id: str) -> None:
-        frames = read[i]
-        base = live[i % len(live)]
-        request = await _start_in(base, run_id, f"t-{i}")
-        while True:
-            try:
-                async with request as response:
-                    if response.status == 200:
-                        await response.read(frames)
-            except (OSError, trio.BrokenResourceError, h11.RemoteProtocolError):
-                pass  # its replica went away mid-response
-            if frames and frames[-1][1] == "[DONE]":
-                return
-            reconnects[i] += 1
-            await trio.sleep(0.05)
-            base = live[(i + reconnects[i]) % len(live)]
-            headers = {**ADA}
-            if frames:
-                headers["last-event-id"] = frames[-1][0]
-            request = open_sse(
-                "GET", f"{base}/api/agents/scribe/runs/{run_id}/stream", headers=headers
-            )
+        def pick(attempt: int) -> str:
+            reconnects[i] = attempt
+            return live[(i + attempt) % len(live)]
+
+        await read_to_the_end(read[i], run_id, f"t-{i}", pick)
 
     try:
         async with AsyncExitStack() as stack:
@@ -362,6 +342,36 @@ async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
         if any(d["type"] == "step-retry" for d in _frames_of(read[i]))
     ]
     assert moved  # and some runs went on on another replica
+
+
+async def read_to_the_end(
+    frames: list[tuple[str, Any]],
+    run_id: str,
+    thread: str,
+    pick: Callable[[int], str],
+) -> None:
+    """A client of a durable run: start it on ``pick(0)`` (a replica's
+    base URL), then, whenever the response ends without ``[DONE]`` (a
+    ``retry:``, or its replica gone), reconnect to ``pick(n)`` with the last
+    id read, until ``[DONE]``."""
+    request = await _start_in(pick(0), run_id, thread)
+    attempt = 0
+    while True:
+        try:
+            async with request as response:
+                if response.status == 200:
+                    await response.read(frames)
+        except (OSError, trio.BrokenResourceError, h11.RemoteProtocolError):
+            pass  # its replica went away mid-response
+        if frames and frames[-1][1] == "[DONE]":
+            return
+        attempt += 1
+        await trio.sleep(0.05)
+        headers = {**ADA}
+        if frames:
+            headers["last-event-id"] = frames[-1][0]
+        follow = f"{pick(attempt)}/api/agents/scribe/runs/{run_id}/stream"
+        request = open_sse("GET", follow, headers=headers)
 
 
 async def _start_in(base: str, run_id: str, thread: str) -> Any:
@@ -414,26 +424,10 @@ async def test_a_run_killed_again_and_again_at_any_moment_finishes_once(
     done = trio.Event()
 
     async def client() -> None:
-        base = next(iter(live.values())).base
-        request = await _start_in(base, run_id, "t-1")
-        while True:
-            try:
-                async with request as response:
-                    if response.status == 200:
-                        await response.read(frames)
-            except (OSError, trio.BrokenResourceError, h11.RemoteProtocolError):
-                pass
-            if frames and frames[-1][1] == "[DONE]":
-                done.set()
-                return
-            await trio.sleep(0.05)
-            headers = {**ADA}
-            if frames:
-                headers["last-event-id"] = frames[-1][0]
-            base = list(live.values())[-1].base
-            request = open_sse(
-                "GET", f"{base}/api/agents/scribe/runs/{run_id}/stream", headers=headers
-            )
+        await read_to_the_end(
+            frames, run_id, "t-1", lambda _attempt: list(live.values())[-1].base
+        )
+        done.set()
 
     kills: list[tuple[int, int]] = []
     try:
