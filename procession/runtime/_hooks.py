@@ -32,7 +32,8 @@ from ..processors import (
     register_processors,
 )
 from ..processors._contract import on_error_outcome, tripwire_in
-from ._state import RunState, Terminal
+from ._control_flow import Terminal
+from ._state import RunState
 from ._telemetry import traced_spec
 
 __all__ = ["HookEmitter", "HookLanes"]

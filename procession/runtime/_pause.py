@@ -36,9 +36,10 @@ from ..data import (
 )
 from ..memory import RunRecord, persisted_messages
 from ._approval import PauseRun
+from ._control_flow import Terminal
 from ._hooks import HookLanes
 from ._snapshot import pending_json, take_snapshot
-from ._state import RunState, Terminal
+from ._state import RunState
 
 __all__ = ["Pauses"]
 

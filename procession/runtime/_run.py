@@ -47,17 +47,11 @@ from ..processors import (
     TripWire,
 )
 from ._approval import PauseRun
+from ._control_flow import Retry, Terminal
 from ._durable import DurableRun
 from ._hooks import HookLanes
 from ._pause import Pauses
-from ._state import (
-    RETRY_FEEDBACK_TAG,
-    Retry,
-    RunState,
-    StepView,
-    Terminal,
-    feedback_text,
-)
+from ._state import RETRY_FEEDBACK_TAG, RunState, StepView, feedback_text
 from ._step import StepRunner
 
 __all__ = ["Coordinator"]

@@ -63,6 +63,7 @@ from ..processors._contract import (
     read_message_result,
 )
 from ._approval import PausedStep, PauseRun
+from ._control_flow import Retry, Terminal
 from ._durable import DurableRun
 from ._hooks import HookLanes
 from ._reading import (
@@ -73,7 +74,7 @@ from ._reading import (
     replay_reason,
     told_finish,
 )
-from ._state import Retry, RunState, StepConfig, StepView, Terminal
+from ._state import RunState, StepConfig, StepView
 from ._tool_calls import ToolCalls
 from .tools import ToolSet
 
