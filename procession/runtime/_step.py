@@ -63,7 +63,7 @@ from ..processors._contract import (
     read_message_result,
 )
 from ._approval import PausedStep, PauseRun
-from ._control_flow import Retry, Terminal
+from ._control_flow import EndOfRun, Retry
 from ._durable import DurableRun
 from ._hooks import HookLanes
 from ._reading import (
@@ -101,7 +101,7 @@ class StepRunner:
 
     async def attempt(self, step_number: int, view: StepView) -> bool:
         """One attempt at step ``step_number``. Returns whether another step
-        follows. Raises ``Retry`` or ``Terminal``, and ``RetryRequested`` from
+        follows. Raises ``Retry`` or ``EndOfRun``, and ``RetryRequested`` from
         ``settle``. Checkpoints; cancellation (the run ended) propagates."""
         state, control = self._state, self._control
         state.current_step = step_number
@@ -184,7 +184,7 @@ class StepRunner:
         current: StepResult,
     ) -> bool:
         """Keep the attempt's message, run the step's hooks and tools, close the
-        step with ``step-finish``; record it (or raise ``Retry`` / ``Terminal``).
+        step with ``step-finish``; record it (or raise ``Retry`` / ``EndOfRun``).
         """
         state = self._state
         ml = state.message_list
@@ -225,7 +225,7 @@ class StepRunner:
     async def finish_tools(self, paused: PausedStep, view: StepView) -> bool:
         """The step's tools (``PauseRun`` when one waits for a person: the run
         keeps ``paused``), then its ``step-finish``; record the step (or raise
-        ``Retry`` / ``Terminal``). Checkpoints; cancellation (the run ended)
+        ``Retry`` / ``EndOfRun``). Checkpoints; cancellation (the run ended)
         propagates."""
         state = self._state
         ml = state.message_list
@@ -279,7 +279,7 @@ class StepRunner:
         current: StepResult,
     ) -> NoReturn:
         """A tripwire in the step's hooks or tools: the step is withdrawn and
-        retried (``Retry``), or the run ends (``Terminal``)."""
+        retried (``Retry``), or the run ends (``EndOfRun``)."""
         state = self._state
         state.message_list.remove_by_ids([response_id])
         if tripwire.retry and state.may_retry():
@@ -296,7 +296,7 @@ class StepRunner:
         )
         # Mastra 1G.53: the step-finish of a tripped step says so.
         await self._step_finish(finish, response_id, "tripwire", False)
-        raise Terminal(tripwire=tripwire) from None
+        raise EndOfRun(tripwire=tripwire) from None
 
     # --- before the model ---------------------------------------------------------
 
@@ -323,7 +323,7 @@ class StepRunner:
                     state.message_list.restore_system_messages(system)
                     state.set_feedback(tripwire.reason)
                     continue
-                raise Terminal(tripwire=tripwire) from None
+                raise EndOfRun(tripwire=tripwire) from None
 
     async def _one_input_step(
         self, actor: ProcessorActor, step_number: int, config: StepConfig
@@ -409,7 +409,7 @@ class StepRunner:
                     steps=tuple(self._state.steps),
                 )
             except TripWire as tripwire:
-                raise Terminal(tripwire=tripwire) from None
+                raise EndOfRun(tripwire=tripwire) from None
             result = read_llm_request_result(raw, actor.id)
             if result is None:
                 continue
@@ -440,8 +440,8 @@ class StepRunner:
         ended = {"model_id": model.model_id, "provider": model.provider}
         try:
             raw, finish = await self._model_call(step_number, config, prompt, cached)
-        except (Retry, Terminal) as failed:
-            error = failed.error if isinstance(failed, Terminal) else None
+        except (Retry, EndOfRun) as failed:
+            error = failed.error if isinstance(failed, EndOfRun) else None
             cause = failed.__context__ if error is None else error
             telemetry.model_ended(
                 span, **ended, error=cause if isinstance(cause, Exception) else None
@@ -500,7 +500,7 @@ class StepRunner:
             if not isinstance(exc, ProviderError):
                 # Not an API failure (a missing key, a malformed request...):
                 # error processors are not asked and nothing is retried.
-                raise Terminal(error=exc) from exc
+                raise EndOfRun(error=exc) from exc
             await self._api_error(step_number, exc)
         except Exception as exc:
             await self._api_error(step_number, exc)
@@ -552,8 +552,8 @@ class StepRunner:
                     steps=tuple(state.steps),
                 )
             except TripWire as tripwire:
-                raise Terminal(tripwire=tripwire) from None
-            except Terminal as failed:
+                raise EndOfRun(tripwire=tripwire) from None
+            except EndOfRun as failed:
                 # SPEC rule 18h: on_error applies here too. Under "raise" the run
                 # ends with the processor's error (its __cause__ the bug, which
                 # happened while the API error was being handled); "pass" is
@@ -571,7 +571,7 @@ class StepRunner:
                 TripWire(f"API error: {error}", retry=True, processor_id=retry_by),
                 feedback=False,
             )
-        raise Terminal(error=error)
+        raise EndOfRun(error=error)
 
     # --- after the model ----------------------------------------------------------
 
@@ -604,7 +604,7 @@ class StepRunner:
                     raw_response=finish.raw_response,
                 )
             except TripWire as tripwire:
-                raise Terminal(tripwire=tripwire) from None
+                raise EndOfRun(tripwire=tripwire) from None
             read_llm_response_result(raw_result, actor.id)
 
     async def _output_step(
