@@ -42,7 +42,9 @@ LAYER_FACES = ["procession.data", "procession.wire"]
 # - the sequential reference runner interprets the pipeline's in-band markers,
 #   which left the public API (the runtime drives them through RunControl).
 PRIVATE_IMPORTS_ALLOWED = {
+    "procession.processors._calling",
     "procession.processors._contract",
+    "procession.processors._readers",
     "procession.actors._markers",
 }
 

@@ -31,7 +31,7 @@ from ..processors import (
     TripWire,
     register_processors,
 )
-from ..processors._contract import on_error_outcome, tripwire_in
+from ..processors._calling import on_error_outcome, tripwire_in
 from ._control_flow import EndOfRun
 from ._state import RunState
 from ._telemetry import traced_spec

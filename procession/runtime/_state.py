@@ -50,7 +50,7 @@ from ..processors import (
     RequestContext,
     TracingContext,
 )
-from ..processors._contract import read_message_result
+from ..processors._readers import read_message_result
 from ..telemetry import DISABLED
 from .tools import ToolSet
 

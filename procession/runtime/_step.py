@@ -55,7 +55,7 @@ from ..processors import (
     ProviderError,
     TripWire,
 )
-from ..processors._contract import (
+from ..processors._readers import (
     read_api_error_result,
     read_input_step_result,
     read_llm_request_result,

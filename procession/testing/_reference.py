@@ -35,13 +35,9 @@ from ..processors import (
     StreamParts,
     register_processors,
 )
-from ..processors._contract import (
-    ProcessOutputStreamArgs,
-    call_hook,
-    on_error_outcome,
-    stream_result_error,
-    tripwire_in,
-)
+from ..processors._calling import call_hook, on_error_outcome, tripwire_in
+from ..processors._contract import ProcessOutputStreamArgs
+from ..processors._readers import stream_result_error
 
 __all__ = ["SequentialRun", "run_sequential"]
 

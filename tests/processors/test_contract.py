@@ -36,10 +36,9 @@ from procession.processors import (
     TripWire,
     WireFormatError,
 )
-from procession.processors._contract import (
-    call_hook,
-    default_abort_reason,
-    is_async_hook,
+from procession.processors._calling import call_hook, is_async_hook
+from procession.processors._contract import default_abort_reason
+from procession.processors._readers import (
     read_api_error_result,
     read_input_step_result,
     read_llm_request_result,

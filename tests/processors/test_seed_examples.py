@@ -67,8 +67,8 @@ from procession.processors import (
     TripWire,
     register_processors,
 )
-from procession.processors._contract import (
-    call_hook,
+from procession.processors._calling import call_hook
+from procession.processors._readers import (
     read_api_error_result,
     read_input_step_result,
     read_message_result,
