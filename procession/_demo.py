@@ -59,7 +59,8 @@ from .processors import (
     ProcessToolResultArgs,
     RegexFilter,
 )
-from .runtime import Agent, AgentResult, ToolContext, tool
+from .runtime import Agent, AgentResult
+from .runtime.tools import ToolContext, tool
 from .testing import Delay, ScriptedModel, tool_call_turn
 
 __all__ = ["ServedDemoModel", "demo_agent", "demo_model", "run_demo"]

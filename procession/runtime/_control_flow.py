@@ -12,7 +12,7 @@ delivered).
 
 from __future__ import annotations
 
-from ..processors import TripWire
+from .._errors import TripWire
 
 __all__ = ["EndOfRun", "Retry"]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._errors import TripWire
 from ..actors import ProcessorActor, RunControl
 from ..processors import (
     HookArgs,
@@ -28,7 +29,6 @@ from ..processors import (
     ProcessOutputResultArgs,
     ProcessOutputStepArgs,
     ProcessToolResultArgs,
-    TripWire,
     register_processors,
 )
 from ..processors._calling import on_error_outcome, tripwire_in

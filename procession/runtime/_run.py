@@ -20,7 +20,13 @@ from typing import Any
 import attrs
 import trio
 
-from .._errors import SnapshotError
+from .._errors import (
+    ProcessionError,
+    ProcessorContractError,
+    RunDeadlineExceeded,
+    SnapshotError,
+    TripWire,
+)
 from .._secrets import get_logger
 from ..actors import RetryRequested, RunControl
 from ..data import (
@@ -39,13 +45,7 @@ from ..data import (
     message_text,
 )
 from ..memory import StorageError
-from ..processors import (
-    MessageList,
-    ProcessionError,
-    ProcessorContractError,
-    RunDeadlineExceeded,
-    TripWire,
-)
+from ..processors import MessageList
 from ._approval import PauseRun
 from ._control_flow import EndOfRun, Retry
 from ._durable import DurableRun

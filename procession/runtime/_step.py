@@ -20,6 +20,13 @@ from typing import Any, NoReturn
 import attrs
 import trio
 
+from .._errors import (
+    ModelIdleTimeout,
+    ProcessionError,
+    ProcessorContractError,
+    ProviderError,
+    TripWire,
+)
 from .._secrets import get_logger
 from ..actors import (
     ProcessorActor,
@@ -46,15 +53,7 @@ from ..data import (
     new_message_id,
 )
 from ..models import ModelFinish, ModelRequest, ToolDefinition, check_prompt_text
-from ..processors import (
-    MessageList,
-    ModelIdleTimeout,
-    ProcessInputStepResult,
-    ProcessionError,
-    ProcessorContractError,
-    ProviderError,
-    TripWire,
-)
+from ..processors import MessageList, ProcessInputStepResult
 from ..processors._readers import (
     read_api_error_result,
     read_input_step_result,

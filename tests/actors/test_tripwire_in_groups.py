@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import trio
 
+from procession import TripWire
 from procession.actors import ExecutionMode, open_output_pipeline
 from procession.chunks import text_delta
-from procession.processors import TripWire
 from procession.processors._calling import tripwire_in
 
 

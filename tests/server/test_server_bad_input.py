@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from server_helpers import make_agent, request
 
+from procession import ConfigurationError
 from procession.memory import Memory, SqliteStorage
-from procession.processors import ConfigurationError
 from procession.server import create_app
 from procession.testing import ScriptedModel
 
