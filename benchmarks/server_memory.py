@@ -85,7 +85,8 @@ def _serve(trace: bool) -> int:
     """The server process: ``procession serve`` on a free port, with the
     debug hook reading commands on stdin."""
     # main is what the `procession` command runs
-    from procession._demo import ServedDemoModel, demo_agent, main
+    from procession._cli import main
+    from procession._demo import ServedDemoModel, demo_agent
 
     if trace:
         tracemalloc.start(8)

@@ -58,8 +58,8 @@ from .processors import ProcessorViolation as ProcessorViolation
 from .processors import RequestContext as RequestContext
 from .runtime import Agent as Agent
 from .runtime import AgentResult as AgentResult
-from .runtime import Tool as Tool
-from .runtime import tool as tool
+from .runtime.tools import Tool as Tool
+from .runtime.tools import tool as tool
 
 __all__ = [
     "Agent",

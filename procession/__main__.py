@@ -1,5 +1,5 @@
 """``python -m procession demo`` (the same as the ``procession`` command)."""
 
-from ._demo import main
+from ._cli import main
 
 raise SystemExit(main())

@@ -18,9 +18,10 @@ from typing import Any
 
 import attrs
 
+from procession import ProviderError
 from procession.chunks import Chunk, DataChunk, FinishChunk, TextDeltaChunk
+from procession.messages import Message, TextPart
 from procession.processors import (
-    Message,
     MessageList,
     ProcessAPIErrorArgs,
     ProcessInputArgs,
@@ -29,9 +30,7 @@ from procession.processors import (
     ProcessOutputStepArgs,
     ProcessOutputStreamArgs,
     ProcessToolResultArgs,
-    ProviderError,
     RequestContext,
-    TextPart,
 )
 
 __all__ = [

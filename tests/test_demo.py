@@ -149,7 +149,7 @@ def test_a_run_that_ends_in_an_error_shows_it_and_exits_1(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from procession import ProviderError
-    from procession._demo import main
+    from procession._cli import main
     from procession.models import register_provider, unregister_provider
     from procession.testing import ScriptedModel
 

@@ -304,7 +304,7 @@ def _commands(block: Block) -> Iterator[str]:
 
 @pytest.mark.parametrize("block", _params(_of("sh")))
 def test_the_procession_commands_parse(block: Block) -> None:
-    from procession._demo import _parser
+    from procession._cli import _parser
 
     for command in _commands(block):
         for part in re.split(r"&&|\|", command.split(" #", 1)[0]):

@@ -6,12 +6,10 @@ from __future__ import annotations
 import pytest
 
 import procession
-from procession import _errors
-from procession.processors import (
+from procession import (
     ConfigurationError,
     DuplicateProcessorIdError,
     EventTooLargeError,
-    Headers,
     InvalidTextError,
     MessageFormatError,
     MissingFieldError,
@@ -27,7 +25,9 @@ from procession.processors import (
     TripWire,
     UnknownChunkTypeError,
     WireFormatError,
+    _errors,
 )
+from procession.processors import Headers
 
 # --- the tree ---------------------------------------------------------------
 

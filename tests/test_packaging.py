@@ -52,7 +52,7 @@ def test_the_wheel_is_complete_and_the_demo_runs_from_it(
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert metadata["License-Expression"] == "MIT"
     assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])
-    assert "procession = procession._demo:main" in entry_points
+    assert "procession = procession._cli:main" in entry_points
     assert "procession = procession.testing._pytest_plugin" in entry_points
     packaged = {n for n in names if n.startswith("procession/") and n.endswith(".py")}
     in_tree = {str(p.relative_to(ROOT)) for p in (ROOT / "procession").rglob("*.py")}
@@ -61,7 +61,7 @@ def test_the_wheel_is_complete_and_the_demo_runs_from_it(
     code = (
         "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "
         "import procession; assert procession.__file__.startswith(sys.argv[1]); "
-        "from procession._demo import main; "
+        "from procession._cli import main; "
         "raise SystemExit(main(['demo', '--color', 'never']))"
     )
     done = subprocess.run(

@@ -13,7 +13,8 @@ import trio
 
 from .._secrets import get_logger
 from ..processors import ProcessorSpec
-from ..processors._contract import HookArgs, call_hook
+from ..processors._calling import call_hook
+from ..processors._contract import HookArgs
 
 __all__ = ["ProcessorActor"]
 

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 import trio
 
+from .._errors import TripWire
 from .._secrets import get_logger
 from ..data import (
     ErrorChunk,
@@ -46,7 +47,6 @@ from ..data import (
     RunOutcome,
     TripwireInfo,
 )
-from ..processors import TripWire
 from ._actor import ProcessorActor
 from ._interface import InlineSource, PipelineOutcome
 from ._markers import Barrier, Deliver, EndRun, Inline, NewAttempt

@@ -31,12 +31,9 @@ from ..processors import (
     ProcessorViolation,
     StreamParts,
 )
-from ..processors._contract import (
-    ProcessOutputStreamArgs,
-    on_error_outcome,
-    stream_result_error,
-    tripwire_in,
-)
+from ..processors._calling import on_error_outcome, tripwire_in
+from ..processors._contract import ProcessOutputStreamArgs
+from ..processors._readers import stream_result_error
 from ._actor import ProcessorActor
 from ._markers import (
     Barrier,

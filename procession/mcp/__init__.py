@@ -15,8 +15,8 @@ from .._errors import MCPConnectionError as MCPConnectionError
 from .._errors import MCPServerError as MCPServerError
 from .._errors import MCPTimeoutError as MCPTimeoutError
 from .._errors import MCPToolError as MCPToolError
-from .._errors import ToolSourceNotOpenError as ToolSourceNotOpenError
 from .._faces import fixup_module_metadata as _fixup_module_metadata
+from .._faces import moved_names as _moved_names
 from ._agents import AgentCall as AgentCall
 from ._agents import MCPEndpoint as MCPEndpoint
 from ._agents import RunOpener as RunOpener
@@ -42,10 +42,18 @@ __all__ = [
     "MCPTools",
     "RunOpener",
     "ToolApproval",
-    "ToolSourceNotOpenError",
     "agent_tool_name",
     "agents_server",
     "serve_stdio",
 ]
 
 _fixup_module_metadata(__name__, globals())
+
+# Names that left this face (issue 27 §3: one public home per name): still
+# importable from here, with a DeprecationWarning naming their home.
+__getattr__, __dir__ = _moved_names(
+    __name__,
+    {
+        "ToolSourceNotOpenError": "procession",
+    },
+)

@@ -29,7 +29,8 @@ import trio
 
 from .._errors import ConfigurationError
 from ..chunks import TextDeltaChunk
-from ..runtime import Agent, AgentStream, open_tool_sources
+from ..runtime import Agent, AgentStream
+from ..runtime.tools import open_tool_sources
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server

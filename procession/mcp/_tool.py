@@ -12,7 +12,7 @@ from typing import Any, Final, TypeAlias
 import attrs
 
 from .._errors import ConfigurationError
-from ..runtime import Tool, ToolContext
+from ..runtime.tools import Tool, ToolContext
 
 __all__ = [
     "ApprovalPolicy",

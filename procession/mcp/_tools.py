@@ -34,7 +34,7 @@ from .._errors import (
     MCPToolError,
     ToolSourceNotOpenError,
 )
-from ..runtime import ToolContext
+from ..runtime.tools import ToolContext
 from ._secrets import (
     LOG_REDACTION,
     command_display,

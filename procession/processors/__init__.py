@@ -1,35 +1,15 @@
 """The processor contract and the built-in processors.
 
-Everything a processor author needs: ``Processor`` and the hook argument and
-result types, ``TripWire``, ``MessageList`` and its views, registration, and the
-built-ins (``procession.processors.builtin``). For convenience it re-exports the
-message and prompt types (their home is ``procession.messages``) and the error
-tree (home: ``procession``). Chunks live in ``procession.chunks``.
+Everything a processor author writes against: ``Processor`` and the hook
+argument and result types, the prompt types, ``MessageList`` and its views,
+registration, and the built-ins (``procession.processors.builtin`` holds their
+configuration types). Each name has one public home: ``TripWire`` and the error
+tree are in ``procession``, the message types in ``procession.messages``, the
+chunks in ``procession.chunks``; the old paths here warn and name the home.
 """
 
-from .._errors import ConfigurationError as ConfigurationError
-from .._errors import DuplicateProcessorIdError as DuplicateProcessorIdError
-from .._errors import EventTooLargeError as EventTooLargeError
-from .._errors import InvalidTextError as InvalidTextError
-from .._errors import MessageFormatError as MessageFormatError
-from .._errors import MissingFieldError as MissingFieldError
-from .._errors import ModelIdleTimeout as ModelIdleTimeout
-from .._errors import OverloadedError as OverloadedError
-from .._errors import ProcessionError as ProcessionError
-from .._errors import ProcessorContractError as ProcessorContractError
-from .._errors import ProcessorError as ProcessorError
-from .._errors import ProviderConnectionError as ProviderConnectionError
-from .._errors import ProviderError as ProviderError
-from .._errors import ProviderStatusError as ProviderStatusError
-from .._errors import ProviderStreamError as ProviderStreamError
-from .._errors import ProviderTimeoutError as ProviderTimeoutError
-from .._errors import RateLimitError as RateLimitError
-from .._errors import RunDeadlineExceeded as RunDeadlineExceeded
-from .._errors import ToolArgumentsError as ToolArgumentsError
-from .._errors import TripWire as TripWire
-from .._errors import UnknownChunkTypeError as UnknownChunkTypeError
-from .._errors import WireFormatError as WireFormatError
 from .._faces import fixup_module_metadata as _fixup_module_metadata
+from .._faces import moved_names as _moved_names
 from .._headers import Headers as Headers
 from ..data import OutputResult as OutputResult
 from ..data import Prompt as Prompt
@@ -48,26 +28,6 @@ from ..data import ToolCallInfo as ToolCallInfo
 from ..data import ToolResultInfo as ToolResultInfo
 from ..data import TripwireInfo as TripwireInfo
 from ..data import to_prompt_messages as to_prompt_messages
-from ..messages import DataPart as DataPart
-from ..messages import FilePart as FilePart
-from ..messages import Message as Message
-from ..messages import MessageContent as MessageContent
-from ..messages import Part as Part
-from ..messages import ReasoningDetail as ReasoningDetail
-from ..messages import ReasoningPart as ReasoningPart
-from ..messages import Role as Role
-from ..messages import SourceDocumentPart as SourceDocumentPart
-from ..messages import SourceInfo as SourceInfo
-from ..messages import SourcePart as SourcePart
-from ..messages import StepStartPart as StepStartPart
-from ..messages import SystemMessage as SystemMessage
-from ..messages import TextPart as TextPart
-from ..messages import ToolInvocation as ToolInvocation
-from ..messages import ToolInvocationPart as ToolInvocationPart
-from ..messages import ToolInvocationState as ToolInvocationState
-from ..messages import UnknownPart as UnknownPart
-from ..messages import message_text as message_text
-from ..messages import new_message_id as new_message_id
 from . import builtin as builtin
 from ._context import AbortSignal as AbortSignal
 from ._context import CollectingEmitter as CollectingEmitter
@@ -77,7 +37,6 @@ from ._context import ProcessorViolation as ProcessorViolation
 from ._context import RequestContext as RequestContext
 from ._context import StreamParts as StreamParts
 from ._context import TracingContext as TracingContext
-from ._contract import HOOK_NAMES as HOOK_NAMES
 from ._contract import HookArgs as HookArgs
 from ._contract import OnError as OnError
 from ._contract import ProcessAPIErrorArgs as ProcessAPIErrorArgs
@@ -134,36 +93,22 @@ __all__ = [
     "AbortSignal",
     "BatchParts",
     "CollectingEmitter",
-    "ConfigurationError",
-    "DataPart",
-    "DuplicateProcessorIdError",
     "Emitter",
     "ErrorProcessor",
-    "EventTooLargeError",
-    "FilePart",
-    "HOOK_NAMES",
     "Headers",
     "HoldBackWindow",
     "HookArgs",
     "InputProcessor",
-    "InvalidTextError",
     "JudgeError",
     "LanguageDetector",
-    "Message",
-    "MessageContent",
-    "MessageFormatError",
     "MessageList",
     "MessageView",
     "MessageViews",
-    "MissingFieldError",
-    "ModelIdleTimeout",
     "ModerationProcessor",
     "OnError",
     "OutputProcessor",
     "OutputResult",
-    "OverloadedError",
     "PIIDetector",
-    "Part",
     "PatternRule",
     "PrefillErrorHandler",
     "ProcessAPIErrorArgs",
@@ -179,10 +124,7 @@ __all__ = [
     "ProcessOutputStepArgs",
     "ProcessOutputStreamArgs",
     "ProcessToolResultArgs",
-    "ProcessionError",
     "Processor",
-    "ProcessorContractError",
-    "ProcessorError",
     "ProcessorMessageResult",
     "ProcessorSet",
     "ProcessorSpec",
@@ -201,55 +143,80 @@ __all__ = [
     "PromptToolMessage",
     "PromptToolResultPart",
     "PromptUserMessage",
-    "ProviderConnectionError",
-    "ProviderError",
-    "ProviderStatusError",
-    "ProviderStreamError",
-    "ProviderTimeoutError",
-    "RateLimitError",
-    "ReasoningDetail",
-    "ReasoningPart",
     "RegexFilter",
     "RequestContext",
     "RetryMatcher",
-    "Role",
-    "RunDeadlineExceeded",
     "Source",
-    "SourceDocumentPart",
-    "SourceInfo",
-    "SourcePart",
     "StepResult",
-    "StepStartPart",
     "StreamErrorRetryProcessor",
     "StreamParts",
     "StructuredOutput",
-    "SystemMessage",
     "SystemPromptScrubber",
-    "TextPart",
     "TokenLimiter",
-    "ToolArgumentsError",
     "ToolCallFilter",
     "ToolCallInfo",
-    "ToolInvocation",
-    "ToolInvocationPart",
-    "ToolInvocationState",
     "ToolResultInfo",
     "TracingContext",
-    "TripWire",
     "TripwireInfo",
     "UnicodeNormalizer",
-    "UnknownChunkTypeError",
-    "UnknownPart",
-    "WireFormatError",
     "get_retry_after_ms",
     "is_bad_request_error",
     "is_retryable_openai_responses_stream_error",
     "is_terminal_auth_error",
-    "message_text",
-    "new_message_id",
     "register_processors",
     "to_prompt_messages",
 ]
 
 _fixup_module_metadata(__name__, globals())
 _fixup_module_metadata(builtin.__name__, vars(builtin))
+
+# Names that left this face (issue 27 §3: one public home per name): still
+# importable from here, with a DeprecationWarning naming their home.
+__getattr__, __dir__ = _moved_names(
+    __name__,
+    {
+        "ConfigurationError": "procession",
+        "DataPart": "procession.messages",
+        "DuplicateProcessorIdError": "procession",
+        "EventTooLargeError": "procession",
+        "FilePart": "procession.messages",
+        "HOOK_NAMES": "procession.processors._contract",
+        "InvalidTextError": "procession",
+        "Message": "procession.messages",
+        "MessageContent": "procession.messages",
+        "MessageFormatError": "procession",
+        "MissingFieldError": "procession",
+        "ModelIdleTimeout": "procession",
+        "OverloadedError": "procession",
+        "Part": "procession.messages",
+        "ProcessionError": "procession",
+        "ProcessorContractError": "procession",
+        "ProcessorError": "procession",
+        "ProviderConnectionError": "procession",
+        "ProviderError": "procession",
+        "ProviderStatusError": "procession",
+        "ProviderStreamError": "procession",
+        "ProviderTimeoutError": "procession",
+        "RateLimitError": "procession",
+        "ReasoningDetail": "procession.messages",
+        "ReasoningPart": "procession.messages",
+        "Role": "procession.messages",
+        "RunDeadlineExceeded": "procession",
+        "SourceDocumentPart": "procession.messages",
+        "SourceInfo": "procession.messages",
+        "SourcePart": "procession.messages",
+        "StepStartPart": "procession.messages",
+        "SystemMessage": "procession.messages",
+        "TextPart": "procession.messages",
+        "ToolArgumentsError": "procession",
+        "ToolInvocation": "procession.messages",
+        "ToolInvocationPart": "procession.messages",
+        "ToolInvocationState": "procession.messages",
+        "TripWire": "procession",
+        "UnknownChunkTypeError": "procession",
+        "UnknownPart": "procession.messages",
+        "WireFormatError": "procession",
+        "message_text": "procession.messages",
+        "new_message_id": "procession.messages",
+    },
+)

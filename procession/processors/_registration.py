@@ -12,12 +12,12 @@ import attrs
 
 from .._errors import ConfigurationError, DuplicateProcessorIdError
 from .._secrets import get_logger
+from ._calling import HookFn, is_async_hook
 from ._context import ProcessorViolation
 from ._contract import (
     HOOK_NAMES,
     INPUT_HOOKS,
     OUTPUT_HOOKS,
-    HookFn,
     OnError,
     ProcessAPIErrorArgs,
     ProcessInputArgs,
@@ -28,7 +28,6 @@ from ._contract import (
     ProcessOutputStepArgs,
     ProcessOutputStreamArgs,
     ProcessToolResultArgs,
-    is_async_hook,
 )
 
 __all__ = [

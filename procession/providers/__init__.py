@@ -7,7 +7,7 @@ Importing this package registers the model ids
 * ``"openai/<model>"`` → ``OpenAIResponsesModel`` (extra ``openai``),
 * ``"openai-chat/<model>"`` → ``OpenAIChatModel`` (extra ``openai``),
 
-with ``procession.runtime.register_provider``. The SDKs are imported only when a
+with ``procession.models.register_provider``. The SDKs are imported only when a
 model is built: a missing package, or a missing API key, is a
 ``ConfigurationError`` raised then, before any request.
 

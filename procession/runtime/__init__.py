@@ -1,23 +1,15 @@
 """The runtime: the agent, its run, and tools.
 
-``LanguageModel`` and the model-id registry are re-exported from their home,
-``procession.models``. ``procession.runtime.providers`` is a deprecated alias of
+``LanguageModel`` and the model-id registry live in ``procession.models``, the
+tools in ``procession.runtime.tools`` (``tool`` and ``Tool`` also in
+``procession``); their old paths here warn and name the home.
+``procession.runtime.providers`` is a deprecated alias of
 ``procession.providers`` (kept for one release).
 """
 
 from .._faces import fixup_module_metadata as _fixup_module_metadata
+from .._faces import moved_names as _moved_names
 from ..data import PendingToolCall as PendingToolCall
-from ..models import FinishReason as FinishReason
-from ..models import LanguageModel as LanguageModel
-from ..models import ModelFinish as ModelFinish
-from ..models import ModelRequest as ModelRequest
-from ..models import ModelResponse as ModelResponse
-from ..models import ToolChoice as ToolChoice
-from ..models import ToolDefinition as ToolDefinition
-from ..models import register_provider as register_provider
-from ..models import registered_providers as registered_providers
-from ..models import resolve_model as resolve_model
-from ..models import unregister_provider as unregister_provider
 from ._agent import Agent as Agent
 from ._answer import SuspendedRun as SuspendedRun
 from ._approval import RequireToolApproval as RequireToolApproval
@@ -29,51 +21,49 @@ from ._result import AgentResult as AgentResult
 from ._state import RETRY_FEEDBACK_TAG as RETRY_FEEDBACK_TAG
 from ._stream import AgentStream as AgentStream
 from ._takeover import adopt_lapsed_runs as adopt_lapsed_runs
-from .tools import Tool as Tool
-from .tools import ToolContext as ToolContext
-from .tools import ToolSet as ToolSet
-from .tools import ToolSource as ToolSource
-from .tools import ToolSuspended as ToolSuspended
-from .tools import execute_tool as execute_tool
-from .tools import json_schema as json_schema
-from .tools import open_tool_sources as open_tool_sources
-from .tools import parse_arguments as parse_arguments
-from .tools import tool as tool
 
 __all__ = [
     "Agent",
     "AgentResult",
     "AgentStream",
     "Durable",
-    "FinishReason",
-    "LanguageModel",
-    "ModelFinish",
-    "ModelRequest",
-    "ModelResponse",
     "PendingToolCall",
     "RETRY_FEEDBACK_TAG",
     "RequireToolApproval",
     "SuspendedRun",
-    "Tool",
-    "ToolChoice",
-    "ToolContext",
-    "ToolDefinition",
-    "ToolSet",
-    "ToolSource",
-    "ToolSuspended",
     "USE_AGENT_DEFAULT",
     "UseAgentDefault",
     "adopt_lapsed_runs",
-    "execute_tool",
-    "json_schema",
     "new_run_id",
-    "open_tool_sources",
-    "parse_arguments",
-    "register_provider",
-    "registered_providers",
-    "resolve_model",
-    "tool",
-    "unregister_provider",
 ]
 
 _fixup_module_metadata(__name__, globals())
+
+# Names that left this face (issue 27 §3: one public home per name): still
+# importable from here, with a DeprecationWarning naming their home.
+__getattr__, __dir__ = _moved_names(
+    __name__,
+    {
+        "FinishReason": "procession.models",
+        "LanguageModel": "procession.models",
+        "ModelFinish": "procession.models",
+        "ModelRequest": "procession.models",
+        "ModelResponse": "procession.models",
+        "Tool": "procession.runtime.tools",
+        "ToolChoice": "procession.models",
+        "ToolContext": "procession.runtime.tools",
+        "ToolDefinition": "procession.models",
+        "ToolSet": "procession.runtime.tools",
+        "ToolSource": "procession.runtime.tools",
+        "ToolSuspended": "procession.runtime.tools",
+        "execute_tool": "procession.runtime.tools._tool",
+        "json_schema": "procession.runtime.tools",
+        "open_tool_sources": "procession.runtime.tools",
+        "parse_arguments": "procession.runtime.tools",
+        "register_provider": "procession.models",
+        "registered_providers": "procession.models",
+        "resolve_model": "procession.models",
+        "tool": "procession.runtime.tools",
+        "unregister_provider": "procession.models",
+    },
+)

@@ -13,18 +13,12 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
-from .._errors import NoRunStorageError
+from .._errors import ConfigurationError, NoRunStorageError
 from ..actors import ExecutionMode
 from ..data import Message, SystemMessage
 from ..memory import Memory, RunRecord, RunStorage, memory_ids
 from ..models import LanguageModel, resolve_model
-from ..processors import (
-    ConfigurationError,
-    MessageList,
-    ProcessInputStepArgs,
-    ProcessorSet,
-    RequestContext,
-)
+from ..processors import MessageList, ProcessInputStepArgs, ProcessorSet, RequestContext
 from ._answer import SuspendedRun, continue_run, suspended_runs
 from ._approval import RequireToolApproval
 from ._durable import Durable, check_durable, require_durable_storage

@@ -40,13 +40,12 @@ from typing import Any, Final, NoReturn
 import attrs
 import trio
 
-from .._errors import NoRunStorageError, ToolInterruptedError
+from .._errors import ConfigurationError, NoRunStorageError, ToolInterruptedError
 from .._secrets import get_logger
 from ..actors import RunControl
 from ..data import RunOutcome, StepRetryChunk, StepRetryPayload, ToolCallInfo, Usage
 from ..memory import RunLostError, RunRecord, RunStorage, StorageError, ToolRecord
 from ..models import ModelFinish
-from ..processors import ConfigurationError
 from ..wire import from_wire as chunk_from_wire
 from ..wire import to_wire as chunk_to_wire
 from ._approval import Executed

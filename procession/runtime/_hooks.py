@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._errors import TripWire
 from ..actors import ProcessorActor, RunControl
 from ..processors import (
     HookArgs,
@@ -28,11 +29,11 @@ from ..processors import (
     ProcessOutputResultArgs,
     ProcessOutputStepArgs,
     ProcessToolResultArgs,
-    TripWire,
     register_processors,
 )
-from ..processors._contract import on_error_outcome, tripwire_in
-from ._state import RunState, Terminal
+from ..processors._calling import on_error_outcome, tripwire_in
+from ._control_flow import EndOfRun
+from ._state import RunState
 from ._telemetry import traced_spec
 
 __all__ = ["HookEmitter", "HookLanes"]
@@ -140,7 +141,7 @@ class HookLanes:
 
         Returns the hook's result (None when it failed under ``on_error="pass"``).
         Raises ``TripWire`` (attributed to the processor) for an abort or a
-        failure under ``"block"``, and ``Terminal`` for a failure under
+        failure under ``"block"``, and ``EndOfRun`` for a failure under
         ``"raise"``. Custom chunks and violations the hook wrote are flushed in
         order first. Checkpoints (the run may have ended meanwhile: then
         ``Cancelled`` propagates and no hook runs).
@@ -200,7 +201,7 @@ class HookLanes:
                 return None
             if isinstance(outcome, TripWire):
                 raise outcome from exc
-            raise Terminal(error=outcome) from exc
+            raise EndOfRun(error=outcome) from exc
         except BaseException:
             if span is not None:
                 span.end()  # cancelled: the span ends, unmarked

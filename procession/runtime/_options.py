@@ -34,9 +34,10 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeVar, cast
 
 import attrs
 
+from .._errors import ConfigurationError
 from ..actors import ExecutionMode
 from ..models import LanguageModel
-from ..processors import ConfigurationError, ProcessInputStepArgs, RequestContext
+from ..processors import ProcessInputStepArgs, RequestContext
 from ._approval import RequireToolApproval
 from ._durable import Durable
 

@@ -36,9 +36,10 @@ from ..data import (
 )
 from ..memory import RunRecord, persisted_messages
 from ._approval import PauseRun
+from ._control_flow import EndOfRun
 from ._hooks import HookLanes
 from ._snapshot import pending_json, take_snapshot
-from ._state import RunState, Terminal
+from ._state import RunState
 
 __all__ = ["Pauses"]
 
@@ -53,7 +54,7 @@ class Pauses:
         self._lanes = lanes
         self._control = control
 
-    async def pause(self, pause: PauseRun) -> Terminal | None:
+    async def pause(self, pause: PauseRun) -> EndOfRun | None:
         """Keep the run, then tell the client it waits (the module
         docstring); the end to propose instead when that went wrong. A run
         that cannot be kept (no storage, a value that is not JSON, the
@@ -69,7 +70,7 @@ class Pauses:
         storage = spec.run_storage
         what = "approval" if pending.kind == "approval" else "answer"
         if storage is None:
-            return Terminal(
+            return EndOfRun(
                 error=NoRunStorageError(
                     f"tool call {pending.tool_call_id!r} ({pending.tool_name}) "
                     f"waits for a person's {what}, but agent {spec.agent_id!r} "
@@ -86,7 +87,7 @@ class Pauses:
                 paused,
             )
         except SnapshotError as exc:
-            return Terminal(error=exc)
+            return EndOfRun(error=exc)
         now = _dt.datetime.now(_dt.UTC)
         record = RunRecord(
             id=spec.run_id,
@@ -110,16 +111,16 @@ class Pauses:
                 record, messages, expected_epoch=state.stored_epoch
             )
         except StorageError as exc:
-            return Terminal(error=exc)
+            return EndOfRun(error=exc)
         state.stored_closed = True
         stored_epoch = state.stored_epoch if state.stored_epoch is not None else 0
-        end: Terminal | None = None
+        end: EndOfRun | None = None
         try:
             await self._control.inject(_waiting_chunk(pending, spec.run_id))
             await self._control.settle()
         except RetryRequested as late:
             # Nothing to retry: the step is over. The processor's word ends it.
-            end = Terminal(tripwire=late.tripwire)
+            end = EndOfRun(tripwire=late.tripwire)
         if end is not None or self._control.outcome is not None:
             # A processor ended the run on the waiting chunk: it waits no more.
             await self._close(stored_epoch)

@@ -21,6 +21,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from .._errors import ProviderError, ProviderStreamError
 from ..actors import RunControl
 from ..data import (
     ErrorChunk,
@@ -31,7 +32,6 @@ from ..data import (
     ToolCallChunk,
 )
 from ..models import ModelFinish
-from ..processors import ProviderError, ProviderStreamError
 from ._state import RunState
 
 __all__ = [

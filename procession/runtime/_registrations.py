@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Any, Final
 
-from ..processors import HOOK_NAMES, ProcessorSet, register_processors
+from ..processors import ProcessorSet, register_processors
+from ..processors._contract import HOOK_NAMES
 
 __all__ = ["Registrations"]
 

@@ -49,7 +49,7 @@ class AgentResult:
     tool data)."""
     retry_count: int
     model_chunks_after_end: int
-    """Model chunks read after the run's terminal event (a tripwire, an error, a
+    """Model chunks read after the run ended (a tripwire, an error, a
     cancel): what the provider streamed that nobody used."""
     object: Any = None
     """The structured output: the value of the last ``object-result`` chunk
@@ -67,7 +67,7 @@ class AgentResult:
 def build_result(state: RunState, outcome: RunOutcome) -> AgentResult:
     """The result of a run that ended with ``outcome``.
 
-    One rule for every terminal path (SPEC rule 18g): ``text`` and
+    One rule for every way a run ends (SPEC rule 18g): ``text`` and
     ``response_messages`` are what the client was shown and not retracted by a
     ``step-retry``. An attempt cut by a tripwire, an error or an abort keeps its
     text up to the last chunk delivered (Mastra 1F.43), and its message, though

@@ -20,7 +20,13 @@ from typing import Any
 import attrs
 import trio
 
-from .._errors import SnapshotError
+from .._errors import (
+    ProcessionError,
+    ProcessorContractError,
+    RunDeadlineExceeded,
+    SnapshotError,
+    TripWire,
+)
 from .._secrets import get_logger
 from ..actors import RetryRequested, RunControl
 from ..data import (
@@ -39,25 +45,13 @@ from ..data import (
     message_text,
 )
 from ..memory import StorageError
-from ..processors import (
-    MessageList,
-    ProcessionError,
-    ProcessorContractError,
-    RunDeadlineExceeded,
-    TripWire,
-)
+from ..processors import MessageList
 from ._approval import PauseRun
+from ._control_flow import EndOfRun, Retry
 from ._durable import DurableRun
 from ._hooks import HookLanes
 from ._pause import Pauses
-from ._state import (
-    RETRY_FEEDBACK_TAG,
-    Retry,
-    RunState,
-    StepView,
-    Terminal,
-    feedback_text,
-)
+from ._state import RETRY_FEEDBACK_TAG, RunState, StepView, feedback_text
 from ._step import StepRunner
 
 __all__ = ["Coordinator"]
@@ -106,7 +100,7 @@ class Coordinator:
         with trio.move_on_after(deadline) as deadline_scope:
             await self._run_locked()
         if deadline_scope.cancelled_caught:
-            await self._end(Terminal(error=RunDeadlineExceeded(deadline)))
+            await self._end(EndOfRun(error=RunDeadlineExceeded(deadline)))
 
     async def _durable_run(self, deadline: float | None) -> None:
         """A durable run: held (kept, or taken over) before anything of it
@@ -115,7 +109,7 @@ class Coordinator:
         try:
             await self.durable.begin()
         except (StorageError, SnapshotError) as exc:
-            await self._end(Terminal(error=exc))
+            await self._end(EndOfRun(error=exc))
             return
         if deadline is None:
             await self._run_locked()
@@ -187,28 +181,28 @@ class Coordinator:
             refused = await self._pauses.pause(pause)
             if refused is not None:
                 await self._end(refused)
-        except Terminal as end:
+        except EndOfRun as end:
             await self._end(end)
         except RetryRequested as late:
             # Only an attempt's settle can grant a retry; defensive.
-            await self._end(Terminal(tripwire=late.tripwire))
+            await self._end(EndOfRun(tripwire=late.tripwire))
         except ProcessionError as exc:
             # A processor broke the contract (wrong return type, a different
             # MessageList, a bad model id...): the run fails with that error.
-            await self._end(Terminal(error=exc))
+            await self._end(EndOfRun(error=exc))
         except Exception as exc:
             # Anything else is a bug (ours or a processor's that slipped past
             # the contract checks): the run fails with it rather than tearing
             # the caller's block down with an exception group.
             logger.exception("run %s failed unexpectedly", state.run_id)
-            await self._end(Terminal(error=exc))
+            await self._end(EndOfRun(error=exc))
         finally:
             if state.stored_epoch is not None and not state.stored_closed:
                 # A continuation that ended otherwise than by finishing: the
                 # stored run ends too (its decisions stay).
                 await self._pauses.close_stored()
 
-    async def _end(self, end: Terminal) -> None:
+    async def _end(self, end: EndOfRun) -> None:
         if end.tripwire is not None:
             tripwire = end.tripwire
             await self._control.end(
@@ -269,7 +263,7 @@ class Coordinator:
                 return
             except TripWire as tripwire:
                 if not (tripwire.retry and state.may_retry()):
-                    raise Terminal(tripwire=tripwire) from None
+                    raise EndOfRun(tripwire=tripwire) from None
                 # SPEC §2.4: re-run the input phase from the original input; the
                 # feedback is shown to the processors now and to the model at
                 # step 0.
@@ -403,7 +397,7 @@ class Coordinator:
                     message_list=ml,
                     result=result,
                 )
-            except (TripWire, Terminal) as ignored:
+            except (TripWire, EndOfRun) as ignored:
                 logger.warning(
                     "run %s: processor %r failed in process_output_result after "
                     "the run had failed; the outcome stays an error: %s",
@@ -457,7 +451,7 @@ class Coordinator:
                 # A tripwire rejects the output, it does not erase it (SPEC §2.6).
                 state.output_result_tripped = True
                 state.final_text = text
-                raise Terminal(tripwire=tripwire) from None
+                raise EndOfRun(tripwire=tripwire) from None
             changed |= state.apply_messages(
                 raw, actor.id, "process_output_result", "response"
             )

@@ -49,21 +49,18 @@ from ..processors import (
     ProcessorSet,
     RequestContext,
     TracingContext,
-    TripWire,
 )
-from ..processors._contract import read_message_result
+from ..processors._readers import read_message_result
 from ..telemetry import DISABLED
 from .tools import ToolSet
 
 __all__ = [
     "PREPARE_STEP_ID",
     "RETRY_FEEDBACK_TAG",
-    "Retry",
     "RunSpec",
     "RunState",
     "StepConfig",
     "StepView",
-    "Terminal",
     "feedback_text",
 ]
 
@@ -82,26 +79,6 @@ def feedback_text(reason: str) -> str:
         f"Your previous response was not accepted: {reason}. Please try again with "
         f"the feedback in mind."
     )
-
-
-class Retry(Exception):
-    """Internal: the current attempt is rejected; retry it. ``feedback`` says
-    whether the model is told why (a processor rejected its answer) or not (the
-    API call failed: there was no answer to reject)."""
-
-    def __init__(self, tripwire: TripWire, *, feedback: bool = True) -> None:
-        self.tripwire = tripwire
-        self.feedback = feedback
-
-
-class Terminal(Exception):
-    """Internal: the coordinator ends the run (a tripwire, or an error)."""
-
-    def __init__(
-        self, *, tripwire: TripWire | None = None, error: BaseException | None = None
-    ) -> None:
-        self.tripwire = tripwire
-        self.error = error
 
 
 @attrs.frozen(kw_only=True)

@@ -20,6 +20,13 @@ from typing import Any, NoReturn
 import attrs
 import trio
 
+from .._errors import (
+    ModelIdleTimeout,
+    ProcessionError,
+    ProcessorContractError,
+    ProviderError,
+    TripWire,
+)
 from .._secrets import get_logger
 from ..actors import (
     ProcessorActor,
@@ -46,16 +53,8 @@ from ..data import (
     new_message_id,
 )
 from ..models import ModelFinish, ModelRequest, ToolDefinition, check_prompt_text
-from ..processors import (
-    MessageList,
-    ModelIdleTimeout,
-    ProcessInputStepResult,
-    ProcessionError,
-    ProcessorContractError,
-    ProviderError,
-    TripWire,
-)
-from ..processors._contract import (
+from ..processors import MessageList, ProcessInputStepResult
+from ..processors._readers import (
     read_api_error_result,
     read_input_step_result,
     read_llm_request_result,
@@ -63,6 +62,7 @@ from ..processors._contract import (
     read_message_result,
 )
 from ._approval import PausedStep, PauseRun
+from ._control_flow import EndOfRun, Retry
 from ._durable import DurableRun
 from ._hooks import HookLanes
 from ._reading import (
@@ -73,7 +73,7 @@ from ._reading import (
     replay_reason,
     told_finish,
 )
-from ._state import Retry, RunState, StepConfig, StepView, Terminal
+from ._state import RunState, StepConfig, StepView
 from ._tool_calls import ToolCalls
 from .tools import ToolSet
 
@@ -100,7 +100,7 @@ class StepRunner:
 
     async def attempt(self, step_number: int, view: StepView) -> bool:
         """One attempt at step ``step_number``. Returns whether another step
-        follows. Raises ``Retry`` or ``Terminal``, and ``RetryRequested`` from
+        follows. Raises ``Retry`` or ``EndOfRun``, and ``RetryRequested`` from
         ``settle``. Checkpoints; cancellation (the run ended) propagates."""
         state, control = self._state, self._control
         state.current_step = step_number
@@ -183,7 +183,7 @@ class StepRunner:
         current: StepResult,
     ) -> bool:
         """Keep the attempt's message, run the step's hooks and tools, close the
-        step with ``step-finish``; record it (or raise ``Retry`` / ``Terminal``).
+        step with ``step-finish``; record it (or raise ``Retry`` / ``EndOfRun``).
         """
         state = self._state
         ml = state.message_list
@@ -224,7 +224,7 @@ class StepRunner:
     async def finish_tools(self, paused: PausedStep, view: StepView) -> bool:
         """The step's tools (``PauseRun`` when one waits for a person: the run
         keeps ``paused``), then its ``step-finish``; record the step (or raise
-        ``Retry`` / ``Terminal``). Checkpoints; cancellation (the run ended)
+        ``Retry`` / ``EndOfRun``). Checkpoints; cancellation (the run ended)
         propagates."""
         state = self._state
         ml = state.message_list
@@ -278,7 +278,7 @@ class StepRunner:
         current: StepResult,
     ) -> NoReturn:
         """A tripwire in the step's hooks or tools: the step is withdrawn and
-        retried (``Retry``), or the run ends (``Terminal``)."""
+        retried (``Retry``), or the run ends (``EndOfRun``)."""
         state = self._state
         state.message_list.remove_by_ids([response_id])
         if tripwire.retry and state.may_retry():
@@ -295,7 +295,7 @@ class StepRunner:
         )
         # Mastra 1G.53: the step-finish of a tripped step says so.
         await self._step_finish(finish, response_id, "tripwire", False)
-        raise Terminal(tripwire=tripwire) from None
+        raise EndOfRun(tripwire=tripwire) from None
 
     # --- before the model ---------------------------------------------------------
 
@@ -322,7 +322,7 @@ class StepRunner:
                     state.message_list.restore_system_messages(system)
                     state.set_feedback(tripwire.reason)
                     continue
-                raise Terminal(tripwire=tripwire) from None
+                raise EndOfRun(tripwire=tripwire) from None
 
     async def _one_input_step(
         self, actor: ProcessorActor, step_number: int, config: StepConfig
@@ -408,7 +408,7 @@ class StepRunner:
                     steps=tuple(self._state.steps),
                 )
             except TripWire as tripwire:
-                raise Terminal(tripwire=tripwire) from None
+                raise EndOfRun(tripwire=tripwire) from None
             result = read_llm_request_result(raw, actor.id)
             if result is None:
                 continue
@@ -439,8 +439,8 @@ class StepRunner:
         ended = {"model_id": model.model_id, "provider": model.provider}
         try:
             raw, finish = await self._model_call(step_number, config, prompt, cached)
-        except (Retry, Terminal) as failed:
-            error = failed.error if isinstance(failed, Terminal) else None
+        except (Retry, EndOfRun) as failed:
+            error = failed.error if isinstance(failed, EndOfRun) else None
             cause = failed.__context__ if error is None else error
             telemetry.model_ended(
                 span, **ended, error=cause if isinstance(cause, Exception) else None
@@ -499,7 +499,7 @@ class StepRunner:
             if not isinstance(exc, ProviderError):
                 # Not an API failure (a missing key, a malformed request...):
                 # error processors are not asked and nothing is retried.
-                raise Terminal(error=exc) from exc
+                raise EndOfRun(error=exc) from exc
             await self._api_error(step_number, exc)
         except Exception as exc:
             await self._api_error(step_number, exc)
@@ -551,8 +551,8 @@ class StepRunner:
                     steps=tuple(state.steps),
                 )
             except TripWire as tripwire:
-                raise Terminal(tripwire=tripwire) from None
-            except Terminal as failed:
+                raise EndOfRun(tripwire=tripwire) from None
+            except EndOfRun as failed:
                 # SPEC rule 18h: on_error applies here too. Under "raise" the run
                 # ends with the processor's error (its __cause__ the bug, which
                 # happened while the API error was being handled); "pass" is
@@ -570,7 +570,7 @@ class StepRunner:
                 TripWire(f"API error: {error}", retry=True, processor_id=retry_by),
                 feedback=False,
             )
-        raise Terminal(error=error)
+        raise EndOfRun(error=error)
 
     # --- after the model ----------------------------------------------------------
 
@@ -603,7 +603,7 @@ class StepRunner:
                     raw_response=finish.raw_response,
                 )
             except TripWire as tripwire:
-                raise Terminal(tripwire=tripwire) from None
+                raise EndOfRun(tripwire=tripwire) from None
             read_llm_response_result(raw_result, actor.id)
 
     async def _output_step(

@@ -17,6 +17,7 @@ import attrs
 import sniffio
 import trio
 
+from .._errors import ConfigurationError
 from ..actors import (
     OutputPipeline,
     RunControl,
@@ -35,7 +36,7 @@ from ..data import (
     StepResultInfo,
     Usage,
 )
-from ..processors import ConfigurationError, MessageList
+from ..processors import MessageList
 from ..telemetry import start_run
 from ._hooks import HookLanes
 from ._result import AgentResult, build_result

@@ -118,7 +118,7 @@ def traced_stream_spec(
 
 
 def _failed(tracker: _StreamSpan, exc: BaseException) -> None:
-    from ..processors import TripWire
+    from .._errors import TripWire
 
     if isinstance(exc, TripWire):
         tracker.close(tripwire=exc)

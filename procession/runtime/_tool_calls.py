@@ -14,6 +14,7 @@ from typing import Any, Final, Literal
 
 import trio
 
+from .._errors import ToolArgumentsError, TripWire
 from ..actors import RunControl
 from ..data import (
     DECLINED_TEXT,
@@ -30,17 +31,13 @@ from ..data import (
     ToolResultInfo,
     ToolResultPayload,
 )
-from ..processors import (
-    MessageList,
-    ProcessorStreamWriter,
-    ToolArgumentsError,
-    TripWire,
-)
+from ..processors import MessageList, ProcessorStreamWriter
 from ._approval import Executed, PauseRun, ToolPhase, needs_approval
 from ._durable import DurableRun
 from ._hooks import HookEmitter, HookLanes
 from ._state import RunState, StepConfig
-from .tools import Tool, ToolContext, ToolSuspended, execute_tool, parse_arguments
+from .tools import Tool, ToolContext, ToolSuspended, parse_arguments
+from .tools._tool import execute_tool
 
 __all__ = ["APPROVAL_SCHEMA", "ToolCalls"]
 

@@ -31,6 +31,7 @@ import trio
 
 from .._errors import (
     ApprovalAlreadyDecided,
+    ConfigurationError,
     ToolCallNotPendingError,
     WaitingRunError,
     WaitingRunNotFound,
@@ -38,15 +39,8 @@ from .._errors import (
 from .._secrets import get_logger, redact
 from ..chunks import Chunk
 from ..memory import MissingThreadError, RunRecord, ThreadOwnershipError
-from ..processors import ConfigurationError
-from ..runtime import (
-    Agent,
-    AgentResult,
-    AgentStream,
-    Durable,
-    adopt_lapsed_runs,
-    open_tool_sources,
-)
+from ..runtime import Agent, AgentResult, AgentStream, Durable, adopt_lapsed_runs
+from ..runtime.tools import open_tool_sources
 from ._bus import RunBus, RunBusError, RunPublisher
 from ._hold import StepText, check_step_text
 from ._http import (

@@ -51,8 +51,8 @@ from typing import Any, Final, TypeVar
 import attrs
 import trio
 
+from .._errors import ConfigurationError
 from .._secrets import get_logger, redact, redact_url
-from ..processors import ConfigurationError
 from . import _redis_scripts as lua
 from ._bus import CancelHere, ReplayGap, RunBusError
 

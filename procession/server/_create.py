@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..processors import ConfigurationError
+from .._errors import ConfigurationError
 from ..runtime import Agent, Durable
 from ._app import ProcessionApp
 from ._bus import InProcessRunBus, RunBus

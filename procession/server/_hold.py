@@ -26,8 +26,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Final, Literal, TypeAlias
 
+from .._errors import ConfigurationError
 from ..chunks import Chunk
-from ..processors import ConfigurationError
 from ..runtime import AgentStream
 
 __all__ = ["STEP_TEXT_MODES", "HeldSteps", "StepText", "check_step_text"]

@@ -10,8 +10,8 @@ from typing import Any
 
 import attrs
 
+from .._errors import ConfigurationError
 from ..mcp import AgentCall, MCPEndpoint
-from ..processors import ConfigurationError
 from ..runtime import Agent, AgentStream
 from ._security import Principal
 from ._tracing import RequestSpan

@@ -11,8 +11,8 @@ from typing import Any
 
 import attrs
 
+from .._errors import MessageFormatError
 from ..data import Message, SystemMessage
-from ..processors import MessageFormatError
 from ..runtime import USE_AGENT_DEFAULT, Agent, AgentStream, Durable, new_run_id
 from ..wire import parse_message
 from ._http import HttpError

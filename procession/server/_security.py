@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 import attrs
 
+from .._errors import ConfigurationError
 from .._secrets import register_secret
-from ..processors import ConfigurationError
 from ._http import Headers, HttpError, Scope, request_header
 
 __all__ = [

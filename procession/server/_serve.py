@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from ..processors import ConfigurationError
+from .._errors import ConfigurationError
 from ..runtime import Agent
 from ._app import ProcessionApp
 from ._create import create_app

@@ -37,7 +37,7 @@ from typing import Final
 import attrs
 import trio
 
-from ..processors import ConfigurationError
+from .._errors import ConfigurationError
 from ._app import ProcessionApp
 from ._bus import InProcessRunBus
 

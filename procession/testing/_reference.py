@@ -35,13 +35,9 @@ from ..processors import (
     StreamParts,
     register_processors,
 )
-from ..processors._contract import (
-    ProcessOutputStreamArgs,
-    call_hook,
-    on_error_outcome,
-    stream_result_error,
-    tripwire_in,
-)
+from ..processors._calling import call_hook, on_error_outcome, tripwire_in
+from ..processors._contract import ProcessOutputStreamArgs
+from ..processors._readers import stream_result_error
 
 __all__ = ["SequentialRun", "run_sequential"]
 
@@ -56,7 +52,7 @@ class SequentialRun:
     outcome: PipelineOutcome
 
 
-class _End(Exception):
+class _EndOfAttempt(Exception):
     """Internal: the attempt (or the run) ended inside the chain."""
 
     def __init__(
@@ -138,12 +134,12 @@ class _Run:
             return None
         try:
             await self.chain(0, item)
-        except _End as end:
+        except _EndOfAttempt as end:
             return await self._ended(end, driver)
         return None
 
     async def _ended(
-        self, end: _End, driver: PipelineDriver | None
+        self, end: _EndOfAttempt, driver: PipelineDriver | None
     ) -> PipelineOutcome | None:
         """A processor ended its attempt: a failure, a granted retry, or the
         stream's tripwire."""
@@ -218,10 +214,10 @@ class _Run:
         for sub in result if isinstance(result, list | tuple) else [result]:
             await self.chain(k + 1, sub)
 
-    def _tripped(self, spec: ProcessorSpec, tripwire: TripWire) -> _End:
+    def _tripped(self, spec: ProcessorSpec, tripwire: TripWire) -> _EndOfAttempt:
         if tripwire.processor_id is None:
             tripwire.processor_id = spec.id
-        return _End(tripwire, None, spec)
+        return _EndOfAttempt(tripwire, None, spec)
 
     def _failed(self, spec: ProcessorSpec, exc: Exception, chunk: Any) -> Any:
         # The pipeline's own failure policy, so the two cannot drift apart (the
@@ -236,8 +232,8 @@ class _Run:
         if outcome is None:
             return chunk
         if isinstance(outcome, TripWire):
-            raise _End(outcome, None, spec)
-        raise _End(None, outcome, spec)
+            raise _EndOfAttempt(outcome, None, spec)
+        raise _EndOfAttempt(None, outcome, spec)
 
 
 def _valid(result: Any) -> bool:

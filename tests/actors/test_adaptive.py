@@ -10,11 +10,11 @@ import pytest
 import trio
 import trio.testing
 
-from procession import Agent
+from procession import Agent, ConfigurationError
 from procession.actors import ExecutionMode, open_output_pipeline
 from procession.actors import _watch as watch_module
 from procession.chunks import DataChunk, TextDeltaChunk, data, text_delta
-from procession.processors import ConfigurationError, ProcessOutputStreamArgs
+from procession.processors import ProcessOutputStreamArgs
 from procession.testing import ScriptedModel
 
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 import trio
 
+from procession import TripWire
 from procession.actors import ExecutionMode, open_output_pipeline
 from procession.chunks import text_delta
-from procession.processors import TripWire
-from procession.processors._contract import tripwire_in
+from procession.processors._calling import tripwire_in
 
 
 def test_an_abort_wins_over_plain_errors_beside_it() -> None:

@@ -275,7 +275,7 @@ async def test_a_client_cancelling_over_stdio_cancels_the_run() -> None:
 
 
 def test_serve_mcp_refuses_a_bus(capsys: pytest.CaptureFixture[str]) -> None:
-    from procession._demo import main
+    from procession._cli import main
 
     assert main(["serve", "--mcp", "--bus", "redis://localhost:6379/0"]) == 2
     assert "--bus is for HTTP; --mcp serves over stdio" in capsys.readouterr().err

@@ -32,7 +32,7 @@ from procession.mcp import (
     MCPTools,
 )
 from procession.processors import Processor, ProcessToolResultArgs
-from procession.runtime import ToolContext
+from procession.runtime.tools import ToolContext
 from procession.testing import ScriptedModel, collect_stream, tool_call_turn
 
 pytestmark = [

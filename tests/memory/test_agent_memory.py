@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from procession import Agent, Processor
+from procession import Agent, ConfigurationError, Processor, ProviderError
 from procession.chunks import TextDeltaChunk
 from procession.memory import (
     Memory,
@@ -22,11 +22,9 @@ from procession.memory import (
     ThreadOwnershipError,
 )
 from procession.processors import (
-    ConfigurationError,
     PromptAssistantMessage,
     PromptSystemMessage,
     PromptUserMessage,
-    ProviderError,
 )
 from procession.testing import ScriptedModel, text_turn, tool_call_turn
 

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from procession import ConfigurationError
 from procession.memory import (
     PostgresStorage,
     SqliteStorage,
@@ -18,7 +19,6 @@ from procession.memory import (
     StorageUnavailableError,
 )
 from procession.messages import Message
-from procession.processors import ConfigurationError
 
 from .memory_helpers import postgres_dsn
 

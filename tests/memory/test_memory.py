@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+from procession import ConfigurationError, ToolArgumentsError
 from procession.chunks import DataChunk
 from procession.memory import (
     DEFAULT_WORKING_MEMORY_TEMPLATE,
@@ -25,13 +26,7 @@ from procession.memory import (
     memory_ids,
 )
 from procession.messages import DataPart, Message, TextPart
-from procession.processors import (
-    ConfigurationError,
-    MessageList,
-    ProcessInputArgs,
-    RequestContext,
-    ToolArgumentsError,
-)
+from procession.processors import MessageList, ProcessInputArgs, RequestContext
 
 pytestmark = pytest.mark.procession_real_clock
 

@@ -11,6 +11,7 @@ import attrs
 import pytest
 import trio
 
+from procession import MessageFormatError
 from procession.memory import (
     SCHEMA_VERSION,
     MemoryStorage,
@@ -27,7 +28,6 @@ from procession.messages import (
     ToolInvocation,
     ToolInvocationPart,
 )
-from procession.processors import MessageFormatError
 
 from .memory_helpers import Backend, admin_connection
 

@@ -12,34 +12,35 @@ import pytest
 import trio
 import trio.testing
 
-from procession import MissingFieldError, UnknownChunkTypeError
+from procession import (
+    MissingFieldError,
+    ProcessorContractError,
+    TripWire,
+    UnknownChunkTypeError,
+    WireFormatError,
+)
 from procession.chunks import DataChunk, data, text_delta
+from procession.messages import Message, SystemMessage
 from procession.processors import (
     AbortSignal,
     CollectingEmitter,
     HookArgs,
-    Message,
     MessageList,
     ProcessAPIErrorResult,
     ProcessInputResult,
     ProcessInputStepResult,
     ProcessLLMRequestResult,
     Processor,
-    ProcessorContractError,
     ProcessorStreamWriter,
     ProcessorViolation,
     ProcessOutputStreamArgs,
     PromptTextPart,
     PromptUserMessage,
     RequestContext,
-    SystemMessage,
-    TripWire,
-    WireFormatError,
 )
-from procession.processors._contract import (
-    call_hook,
-    default_abort_reason,
-    is_async_hook,
+from procession.processors._calling import call_hook, is_async_hook
+from procession.processors._contract import default_abort_reason
+from procession.processors._readers import (
     read_api_error_result,
     read_input_step_result,
     read_llm_request_result,
@@ -790,7 +791,8 @@ def test_the_typed_hook_stubs_exist_for_type_checkers_only() -> None:
     """``Processor`` declares every hook for editors (under TYPE_CHECKING); at
     run time a subclass has only the hooks it defines, so registration puts it
     only in the lanes it asked for."""
-    from procession.processors import HOOK_NAMES, register_processors
+    from procession.processors import register_processors
+    from procession.processors._contract import HOOK_NAMES
 
     for hook in HOOK_NAMES:
         assert not hasattr(Processor, hook), hook

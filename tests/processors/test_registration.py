@@ -16,10 +16,8 @@ from seed_processors import (
     WordCounter,
 )
 
+from procession import ConfigurationError, DuplicateProcessorIdError
 from procession.processors import (
-    HOOK_NAMES,
-    ConfigurationError,
-    DuplicateProcessorIdError,
     ErrorProcessor,
     InputProcessor,
     OutputProcessor,
@@ -27,6 +25,7 @@ from procession.processors import (
     ProcessorViolation,
     ProcessorWarning,
 )
+from procession.processors._contract import HOOK_NAMES
 from procession.processors._registration import HookSpec, register_processors
 
 

@@ -25,6 +25,7 @@ from seed_processors import (
     content_filter_for,
 )
 
+from procession import ProviderError, TripWire
 from procession.actors import (
     ExecutionMode,
     PipelineOutcome,
@@ -40,10 +41,18 @@ from procession.chunks import (
     text_end,
     text_start,
 )
-from procession.processors import (
+from procession.messages import (
     FilePart,
     Message,
     MessageContent,
+    ReasoningDetail,
+    ReasoningPart,
+    SystemMessage,
+    TextPart,
+    ToolInvocation,
+    ToolInvocationPart,
+)
+from procession.processors import (
     MessageList,
     ProcessAPIErrorArgs,
     ProcessInputArgs,
@@ -54,21 +63,13 @@ from procession.processors import (
     ProcessToolResultArgs,
     PromptAssistantMessage,
     PromptReasoningPart,
-    ProviderError,
-    ReasoningDetail,
-    ReasoningPart,
     RequestContext,
     StepResult,
-    SystemMessage,
-    TextPart,
     ToolCallInfo,
-    ToolInvocation,
-    ToolInvocationPart,
-    TripWire,
     register_processors,
 )
-from procession.processors._contract import (
-    call_hook,
+from procession.processors._calling import call_hook
+from procession.processors._readers import (
     read_api_error_result,
     read_input_step_result,
     read_message_result,

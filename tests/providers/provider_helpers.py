@@ -15,10 +15,10 @@ import trio.testing
 
 from procession import ProviderError
 from procession.chunks import Chunk, TextDeltaChunk
-from procession.models import LanguageModel, ModelRequest
+from procession.models import LanguageModel, ModelRequest, ToolDefinition
 from procession.processors import PromptTextPart, PromptUserMessage
 from procession.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from procession.runtime import ToolDefinition, tool
+from procession.runtime.tools import tool
 from procession.testing.fake_provider import (
     ConnectionLog,
     FakeProvider,

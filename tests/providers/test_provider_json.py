@@ -15,6 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from procession import InvalidTextError
+from procession.models import ModelRequest
 from procession.processors import PromptTextPart, PromptUserMessage
 from procession.providers import (
     AnthropicModel,
@@ -22,7 +23,6 @@ from procession.providers import (
     OpenAIResponsesModel,
     _json,
 )
-from procession.runtime import ModelRequest
 from procession.testing.fake_provider import Stream, open_fake_provider
 
 pytest.importorskip("msgspec", reason="the fastjson extra (part of dev) is missing")

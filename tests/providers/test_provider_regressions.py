@@ -11,6 +11,7 @@ from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import Agent
 from procession.chunks import TextDeltaChunk
+from procession.models import ModelRequest
 from procession.processors import (
     PromptAssistantMessage,
     PromptReasoningPart,
@@ -22,7 +23,6 @@ from procession.processors import (
     StreamErrorRetryProcessor,
 )
 from procession.providers import AnthropicModel, OpenAIResponsesModel
-from procession.runtime import ModelRequest
 from procession.testing.fake_provider import (
     HttpError,
     Stream,

@@ -48,13 +48,9 @@ from procession.chunks import (
     ToolCallInputStreamingStartChunk,
     TripwireChunk,
 )
+from procession.models import ModelRequest, registered_providers, resolve_model
 from procession.processors import (
     ProcessOutputStreamArgs,
-)
-from procession.runtime import (
-    ModelRequest,
-    registered_providers,
-    resolve_model,
 )
 from procession.testing.fake_provider import (
     Fault,

@@ -33,6 +33,7 @@ from procession.chunks import (
     ReasoningEndChunk,
     ToolCallChunk,
 )
+from procession.models import ModelRequest
 from procession.processors import (
     PromptAssistantMessage,
     PromptReasoningPart,
@@ -44,9 +45,6 @@ from procession.processors import (
     PromptUserMessage,
 )
 from procession.providers import AnthropicModel
-from procession.runtime import (
-    ModelRequest,
-)
 from procession.testing.fake_provider import (
     Fault,
     HttpError,

@@ -32,6 +32,7 @@ from procession import Agent, ProviderError
 from procession.chunks import (
     ReasoningDeltaChunk,
 )
+from procession.models import ModelRequest
 from procession.processors import (
     PromptAssistantMessage,
     PromptSystemMessage,
@@ -42,7 +43,6 @@ from procession.processors import (
     PromptUserMessage,
     StreamErrorRetryProcessor,
 )
-from procession.runtime import ModelRequest
 from procession.testing.fake_provider import (
     HttpError,
     Stream,

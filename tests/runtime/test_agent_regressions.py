@@ -14,12 +14,11 @@ import pytest
 import trio
 import trio.testing
 
-from procession import Agent, Processor, message_text, tool
+from procession import Agent, Processor, ProcessorContractError, message_text, tool
 from procession.actors import ExecutionMode
 from procession.chunks import TextDeltaChunk, TextDeltaPayload, error
 from procession.processors import (
     ProcessInputStepResult,
-    ProcessorContractError,
     ProcessorViolation,
     PromptTextPart,
     StreamErrorRetryProcessor,

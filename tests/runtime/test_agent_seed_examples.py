@@ -37,9 +37,15 @@ from procession.chunks import (
     TripwireChunk,
     to_wire,
 )
-from procession.messages import message_text
-from procession.processors import (
+from procession.messages import (
     Message,
+    ReasoningPart,
+    TextPart,
+    ToolInvocationPart,
+    message_text,
+)
+from procession.models import register_provider, unregister_provider
+from procession.processors import (
     ProcessInputStepArgs,
     ProcessOutputResultArgs,
     ProcessOutputStepArgs,
@@ -51,17 +57,9 @@ from procession.processors import (
     PromptTextPart,
     PromptToolMessage,
     PromptUserMessage,
-    ReasoningPart,
-    TextPart,
-    ToolInvocationPart,
 )
-from procession.runtime import (
-    RETRY_FEEDBACK_TAG,
-    ToolContext,
-    register_provider,
-    tool,
-    unregister_provider,
-)
+from procession.runtime import RETRY_FEEDBACK_TAG
+from procession.runtime.tools import ToolContext, tool
 from procession.testing import (
     ScriptedModel,
     assert_run_shape,

@@ -29,7 +29,7 @@ from procession import (
 )
 from procession.data import PromptToolCallPart, ToolInvocation, ToolInvocationPart
 from procession.memory import Memory, SqliteStorage
-from procession.runtime import ToolContext
+from procession.runtime.tools import ToolContext
 from procession.testing import (
     ScriptedModel,
     assert_run_shape,

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import attrs
 import pytest
 
-from procession import Agent, Processor, tool
+from procession import Agent, Processor, ProcessorContractError, ProviderError, tool
 from procession.chunks import (
     DataChunk,
     FinishChunk,
@@ -22,11 +22,9 @@ from procession.messages import message_text
 from procession.processors import (
     ProcessLLMRequestArgs,
     ProcessLLMResponseArgs,
-    ProcessorContractError,
     ProcessOutputResultArgs,
     ProcessOutputStepArgs,
     ProcessOutputStreamArgs,
-    ProviderError,
 )
 from procession.testing import (
     ScriptedModel,

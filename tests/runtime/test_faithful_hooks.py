@@ -10,15 +10,20 @@ from typing import Any
 import attrs
 import pytest
 
-from procession import Agent, ConfigurationError, Processor, tool
-from procession.chunks import TextDeltaChunk, TextDeltaPayload, ToolErrorChunk
-from procession.processors import (
-    ProcessInputArgs,
+from procession import (
+    Agent,
+    ConfigurationError,
+    Processor,
     ProcessorContractError,
     ProcessorError,
+    tool,
+)
+from procession.chunks import TextDeltaChunk, TextDeltaPayload, ToolErrorChunk
+from procession.messages import SystemMessage
+from procession.processors import (
+    ProcessInputArgs,
     PromptSystemMessage,
     PromptToolResultPart,
-    SystemMessage,
 )
 from procession.testing import ScriptedModel, run_sequential, tool_call_turn
 
@@ -152,7 +157,7 @@ def test_a_run_started_from_asyncio_says_procession_runs_on_trio() -> None:
 async def test_a_lone_surrogate_a_processor_adds_is_refused_before_the_request() -> (
     None
 ):
-    from procession.processors import InvalidTextError
+    from procession import InvalidTextError
 
     class Corrupts(Processor):
         id = "corrupts"

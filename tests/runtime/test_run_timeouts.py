@@ -10,12 +10,8 @@ import pytest
 import trio
 import trio.testing
 
-from procession import Agent, ConfigurationError
-from procession.processors import (
-    ModelIdleTimeout,
-    RunDeadlineExceeded,
-    StreamErrorRetryProcessor,
-)
+from procession import Agent, ConfigurationError, ModelIdleTimeout, RunDeadlineExceeded
+from procession.processors import StreamErrorRetryProcessor
 from procession.testing import (
     Delay,
     ScriptedModel,

@@ -13,7 +13,8 @@ import attrs
 import trio
 
 from procession.processors import Processor, ProcessOutputStreamArgs
-from procession.runtime import Agent, ToolContext, tool
+from procession.runtime import Agent
+from procession.runtime.tools import ToolContext, tool
 from procession.testing import ScriptedModel
 
 

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from server_helpers import make_agent, request
 
+from procession import ConfigurationError
 from procession.memory import Memory, SqliteStorage
-from procession.processors import ConfigurationError
 from procession.server import create_app
 from procession.testing import ScriptedModel
 
@@ -254,7 +254,7 @@ def test_the_cli_says_a_port_in_use_in_one_line() -> None:
 def test_the_cli_says_a_missing_extra_in_one_line() -> None:
     script = (
         "import sys; sys.modules['hypercorn'] = None; "
-        "from procession._demo import main; sys.exit(main(['serve', '--port', '0']))"
+        "from procession._cli import main; sys.exit(main(['serve', '--port', '0']))"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60

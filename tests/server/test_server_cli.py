@@ -10,7 +10,7 @@ import sys
 import httpx2
 import pytest
 
-from procession._demo import main
+from procession._cli import main
 
 
 def test_serve_refuses_a_public_address_without_a_token(

@@ -12,8 +12,7 @@ import trio
 import trio.testing
 from server_helpers import BlockSecrets, RetryOnce, make_agent, request, sse_events
 
-from procession import ProviderError
-from procession.processors import ConfigurationError
+from procession import ConfigurationError, ProviderError
 from procession.server import create_app
 from procession.testing import Delay, text_turn
 

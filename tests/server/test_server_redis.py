@@ -32,9 +32,9 @@ from redis_helpers import (
 from redis_target import slow_turn
 from server_helpers import make_agent, open_exchange, request, sse_events
 
-from procession._demo import main
+from procession import ConfigurationError
+from procession._cli import main
 from procession.chunks import TextDeltaChunk, TextDeltaPayload
-from procession.processors import ConfigurationError
 from procession.server import (
     BUS_ERROR_NAME,
     GAP_ERROR_NAME,

@@ -15,9 +15,9 @@ import trio
 import trio.testing
 from server_helpers import make_agent, open_exchange, request, sse_events
 
+from procession import ConfigurationError
 from procession.actors._pipeline import AT_HAND
 from procession.chunks import TextDeltaChunk, TextDeltaPayload
-from procession.processors import ConfigurationError
 from procession.server import (
     GAP_ERROR_NAME,
     InProcessRunBus,

@@ -35,7 +35,7 @@ from redis_target import slow_turn
 from server_helpers import request
 
 from procession import Agent
-from procession._demo import main
+from procession._cli import main
 from procession.memory import Memory, PostgresStorage
 from procession.providers import AnthropicModel, OpenAIChatModel
 from procession.server import RedisRunBus, create_app

@@ -18,8 +18,8 @@ import trio
 from redis_helpers import redis_url, unique_prefix
 from server_helpers import Exchange, make_agent, open_exchange, request, sse_events
 
-from procession import message_text
-from procession.processors import ConfigurationError, Processor
+from procession import ConfigurationError, message_text
+from procession.processors import Processor
 from procession.server import ProcessionApp, RedisRunBus, create_app
 from procession.testing import ScriptedModel
 

@@ -24,7 +24,7 @@ import httpx2
 import pytest
 import trio
 
-from procession._demo import main
+from procession._cli import main
 
 HERE = Path(__file__).resolve().parent
 TARGET = str(HERE / "workers_target.py")

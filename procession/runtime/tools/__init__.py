@@ -39,12 +39,12 @@ float (``5.0``) is accepted as an integer.
 """
 
 from ..._faces import fixup_module_metadata as _fixup_module_metadata
+from ..._faces import moved_names as _moved_names
 from ...wire import json_schema as json_schema
 from ._arguments import parse_arguments as parse_arguments
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolSuspended as ToolSuspended
-from ._tool import execute_tool as execute_tool
 from ._tool import tool as tool
 from ._toolset import ToolSet as ToolSet
 from ._toolset import ToolSource as ToolSource
@@ -56,7 +56,6 @@ __all__ = [
     "ToolSet",
     "ToolSource",
     "ToolSuspended",
-    "execute_tool",
     "json_schema",
     "open_tool_sources",
     "parse_arguments",
@@ -64,3 +63,12 @@ __all__ = [
 ]
 
 _fixup_module_metadata(__name__, globals())
+
+# Names that left this face (issue 27 §3: one public home per name): still
+# importable from here, with a DeprecationWarning naming their home.
+__getattr__, __dir__ = _moved_names(
+    __name__,
+    {
+        "execute_tool": "procession.runtime.tools._tool",
+    },
+)

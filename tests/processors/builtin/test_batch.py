@@ -16,18 +16,20 @@ from builtin_helpers import (
 from hypothesis import given
 from hypothesis import strategies as st
 
+from procession import ConfigurationError
 from procession import chunks as c
-from procession.processors import (
-    BatchParts,
-    ConfigurationError,
+from procession.messages import (
     Message,
     MessageContent,
-    MessageList,
-    ProcessInputArgs,
     TextPart,
-    ToolCallFilter,
     ToolInvocation,
     ToolInvocationPart,
+)
+from procession.processors import (
+    BatchParts,
+    MessageList,
+    ProcessInputArgs,
+    ToolCallFilter,
 )
 from procession.testing import run_sequential
 from procession.testing.strategies import text_splits

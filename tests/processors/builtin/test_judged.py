@@ -23,14 +23,13 @@ from builtin_helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from procession import ProviderError
+from procession import ConfigurationError, ProviderError, TripWire
 from procession import chunks as c
+from procession.messages import Message
 from procession.models import ModelRequest
 from procession.processors import (
     CollectingEmitter,
-    ConfigurationError,
     LanguageDetector,
-    Message,
     MessageList,
     ModerationProcessor,
     ProcessInputArgs,
@@ -39,7 +38,6 @@ from procession.processors import (
     PromptTextPart,
     PromptUserMessage,
     StreamParts,
-    TripWire,
 )
 from procession.processors.builtin import JudgeError, parse_verdict
 from procession.testing import ScriptedModel, assert_split_invariant

@@ -13,16 +13,13 @@ from builtin_helpers import assert_text_blocks_valid, client_text, run_pieces
 from hypothesis import given
 from hypothesis import strategies as st
 
-from procession import Agent
+from procession import Agent, ConfigurationError, TripWire
+from procession.messages import Message, TextPart
 from procession.processors import (
-    ConfigurationError,
-    Message,
     PatternRule,
     PIIDetector,
     ProcessInputArgs,
     RegexFilter,
-    TextPart,
-    TripWire,
 )
 from procession.processors.builtin import (
     PRESET_RULES,
@@ -317,7 +314,7 @@ class Lookup:
 
 
 def test_a_tool_result_is_redacted_before_the_model_sees_it() -> None:
-    from procession.runtime import tool
+    from procession.runtime.tools import tool
 
     @tool
     async def lookup(args: Lookup) -> dict[str, Any]:

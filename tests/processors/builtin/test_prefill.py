@@ -11,16 +11,15 @@ from typing import Any
 
 import pytest
 
+from procession import ProviderError
+from procession.messages import Message, TextPart
 from procession.processors import (
-    HOOK_NAMES,
-    Message,
     MessageList,
     PrefillErrorHandler,
     ProcessAPIErrorArgs,
     ProcessAPIErrorResult,
-    ProviderError,
-    TextPart,
 )
+from procession.processors._contract import HOOK_NAMES
 
 RETRY = ProcessAPIErrorResult(retry=True)
 REMINDER = (

@@ -8,16 +8,18 @@ from typing import Any
 
 import pytest
 
-from procession.processors import (
-    Message,
-    MessageList,
+from procession import (
     ModelIdleTimeout,
-    ProcessAPIErrorArgs,
-    ProcessAPIErrorResult,
     ProcessorError,
     ProviderTimeoutError,
-    RetryMatcher,
     RunDeadlineExceeded,
+)
+from procession.messages import Message
+from procession.processors import (
+    MessageList,
+    ProcessAPIErrorArgs,
+    ProcessAPIErrorResult,
+    RetryMatcher,
     StreamErrorRetryProcessor,
 )
 

@@ -10,7 +10,8 @@ from builtin_helpers import assert_text_blocks_valid, client_text, run_pieces
 from hypothesis import given
 from hypothesis import strategies as st
 
-from procession.processors import ConfigurationError, SystemPromptScrubber
+from procession import ConfigurationError
+from procession.processors import SystemPromptScrubber
 from procession.testing.strategies import text_splits
 
 RULES = (
@@ -58,7 +59,8 @@ def test_the_instructions_default_to_the_runs_system_messages() -> None:
     import trio
     from builtin_helpers import stream_of
 
-    from procession.processors import MessageList, SystemMessage
+    from procession.messages import SystemMessage
+    from procession.processors import MessageList
     from procession.testing import run_sequential
 
     message_list = MessageList()

@@ -25,16 +25,14 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
+from procession import ConfigurationError, ProviderError
+from procession.messages import Message
 from procession.processors import (
-    HOOK_NAMES,
     AbortSignal,
-    ConfigurationError,
     Headers,
-    Message,
     MessageList,
     ProcessAPIErrorArgs,
     ProcessAPIErrorResult,
-    ProviderError,
     RetryMatcher,
     StreamErrorRetryProcessor,
     get_retry_after_ms,
@@ -42,6 +40,7 @@ from procession.processors import (
     is_retryable_openai_responses_stream_error,
     is_terminal_auth_error,
 )
+from procession.processors._contract import HOOK_NAMES
 
 RETRY = ProcessAPIErrorResult(retry=True)
 NOW = dt.datetime(2025, 1, 1, 12, 0, 0, tzinfo=dt.UTC)

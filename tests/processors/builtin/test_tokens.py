@@ -9,15 +9,9 @@ from builtin_helpers import client_text, run_pieces
 from hypothesis import given
 from hypothesis import strategies as st
 
-from procession.processors import (
-    ConfigurationError,
-    Message,
-    MessageList,
-    ProcessInputArgs,
-    SystemMessage,
-    TokenLimiter,
-    TripWire,
-)
+from procession import ConfigurationError, TripWire
+from procession.messages import Message, SystemMessage
+from procession.processors import MessageList, ProcessInputArgs, TokenLimiter
 from procession.processors.builtin import estimate_tokens
 from procession.testing.strategies import text_splits
 

@@ -10,7 +10,8 @@ from builtin_helpers import assert_text_blocks_valid, client_text, run_pieces
 from hypothesis import given
 from hypothesis import strategies as st
 
-from procession.processors import Message, MessageList, ProcessInputArgs, TextPart
+from procession.messages import Message, TextPart
+from procession.processors import MessageList, ProcessInputArgs
 from procession.processors.builtin import UnicodeNormalizer
 from procession.testing.strategies import text_splits
 

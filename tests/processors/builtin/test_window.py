@@ -15,13 +15,9 @@ from builtin_helpers import (
 from hypothesis import given
 from hypothesis import strategies as st
 
+from procession import ConfigurationError
 from procession import chunks as c
-from procession.processors import (
-    ConfigurationError,
-    HoldBackWindow,
-    Processor,
-    ProcessOutputStreamArgs,
-)
+from procession.processors import HoldBackWindow, Processor, ProcessOutputStreamArgs
 from procession.testing.strategies import text_splits
 
 WORD = "secret"

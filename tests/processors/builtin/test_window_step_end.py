@@ -10,8 +10,8 @@ from typing import Any
 import attrs
 import pytest
 
-from procession import Agent, Processor, tool
-from procession.processors import ConfigurationError, PatternRule, RegexFilter
+from procession import Agent, ConfigurationError, Processor, tool
+from procession.processors import PatternRule, RegexFilter
 from procession.testing import ScriptedModel, text_turn, tool_call_turn
 
 

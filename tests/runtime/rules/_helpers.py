@@ -29,12 +29,11 @@ import trio
 from procession import Agent, AgentResult, Message, Processor, ProcessorViolation, tool
 from procession.actors import ExecutionMode
 from procession.chunks import TextDeltaChunk, to_wire
+from procession.messages import MessageContent, TextPart
 from procession.processors import (
-    MessageContent,
     ProcessAPIErrorArgs,
     ProcessOutputStreamArgs,
     PromptToolResultPart,
-    TextPart,
 )
 
 MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")

@@ -19,7 +19,7 @@ from procession.processors import (
     ProcessToolResultArgs,
     PromptToolResultPart,
 )
-from procession.runtime import ToolContext
+from procession.runtime.tools import ToolContext
 from procession.testing import ScriptedModel, tool_call_turn
 
 

@@ -21,14 +21,10 @@ from _helpers import (
     user_message,
 )
 
-from procession import Agent, MessageList, Processor
+from procession import Agent, MessageList, Processor, ProcessorContractError
 from procession.actors import ExecutionMode
 from procession.chunks import TextDeltaChunk
-from procession.processors import (
-    ProcessInputStepArgs,
-    ProcessorContractError,
-    ProcessOutputStreamArgs,
-)
+from procession.processors import ProcessInputStepArgs, ProcessOutputStreamArgs
 from procession.testing import (
     ScriptedModel,
     assert_run_shape,

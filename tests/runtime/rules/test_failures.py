@@ -11,10 +11,15 @@ import trio
 import trio.testing
 from _helpers import Upper, each_mode, echo, prompt_texts, run_stream, types
 
-from procession import Agent, ConfigurationError, Processor, ProviderError
+from procession import (
+    Agent,
+    ConfigurationError,
+    Processor,
+    ProcessorError,
+    ProviderError,
+)
 from procession.actors import ExecutionMode
 from procession.chunks import TextDeltaChunk, TripwireChunk
-from procession.processors import ProcessorError
 from procession.testing import (
     Delay,
     ScriptedModel,

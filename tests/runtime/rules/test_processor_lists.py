@@ -11,10 +11,15 @@ import pytest
 from _helpers import Upper, echo
 from seed_processors import content_filter_for
 
-from procession import Agent, ConfigurationError, Processor, message_text
+from procession import (
+    Agent,
+    ConfigurationError,
+    DuplicateProcessorIdError,
+    Processor,
+    message_text,
+)
 from procession.chunks import FinishChunk, TextDeltaChunk, TextDeltaPayload
 from procession.processors import (
-    DuplicateProcessorIdError,
     ProcessInputArgs,
     ProcessOutputStreamArgs,
     ProcessToolResultArgs,

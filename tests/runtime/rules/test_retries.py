@@ -33,6 +33,7 @@ from procession.chunks import (
     TripwireChunk,
     to_wire,
 )
+from procession.messages import TextPart
 from procession.processors import (
     ProcessAPIErrorArgs,
     ProcessInputArgs,
@@ -40,7 +41,6 @@ from procession.processors import (
     ProcessOutputStepArgs,
     ProcessOutputStreamArgs,
     ProcessToolResultArgs,
-    TextPart,
 )
 from procession.runtime import RETRY_FEEDBACK_TAG
 from procession.testing import (

@@ -10,8 +10,8 @@ from _helpers import echo, run_stream, system_texts
 
 from procession import Agent, Processor
 from procession.chunks import to_wire
+from procession.models import register_provider
 from procession.processors import ProcessInputStepArgs
-from procession.runtime import register_provider
 from procession.testing import ScriptedModel, tool_call_turn
 
 # === prepare_step ================================================================

@@ -18,11 +18,11 @@ from procession.runtime.tools import (
     Tool,
     ToolContext,
     ToolSet,
-    execute_tool,
     json_schema,
     parse_arguments,
     tool,
 )
+from procession.runtime.tools._tool import execute_tool
 
 # --------------------------------------------------------------------------- #
 # Fixtures: input classes (module level, so their source and annotations resolve)

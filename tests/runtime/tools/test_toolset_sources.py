@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from procession import Agent, ConfigurationError, ToolSourceNotOpenError
-from procession.runtime import Tool, ToolSet, ToolSource
+from procession.runtime.tools import Tool, ToolSet, ToolSource
 from procession.testing import ScriptedModel, collect_stream, tool_call_turn
 
 
