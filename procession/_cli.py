@@ -98,6 +98,14 @@ def _parser() -> argparse.ArgumentParser:
         "none: runs end with their client)",
     )
     serve.add_argument(
+        "--durable",
+        action="store_true",
+        help="every run is durable: kept in its agent's storage (a SQLite file "
+        "or PostgreSQL) and checkpointed at every step; this server takes over "
+        "the runs of servers that died, and hands its own over when it stops "
+        "(see docs/durable-runs.md)",
+    )
+    serve.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -165,7 +173,13 @@ def _serve(args: argparse.Namespace) -> int:
         if args.mcp and workers > 1:
             raise ConfigurationError("--workers is for HTTP; --mcp serves over stdio")
         if args.target:
-            app = load_target(args.target, bus=args.bus)
+            app = load_target(args.target, bus=args.bus, durable=args.durable)
+        elif args.durable:
+            raise ConfigurationError(
+                "--durable needs agents whose storage other processes read (a "
+                "SQLite file, PostgreSQL): the demo's agent keeps its memory in "
+                "this process; serve your agents (module:attr) with --durable"
+            )
         else:
             # Memory in an in-process SQLite database: the README's curl with
             # memory works (gone when the server stops; each worker its own).
@@ -218,6 +232,7 @@ def _serve(args: argparse.Namespace) -> int:
             argv += ["--host", args.host, "--worker", str(spec)]
             argv += ["--insecure"] if args.insecure else []
             argv += ["--bus", args.bus] if args.bus else []
+            argv += ["--durable"] if args.durable else []
             argv += ["--log-level", args.log_level]
             argv += ["--no-access-log"] if args.no_access_log else []
             return argv

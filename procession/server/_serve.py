@@ -103,13 +103,18 @@ async def _signalled() -> None:
 
 
 def load_target(
-    target: str, *, cwd_on_path: bool = True, bus: str | None = None
+    target: str,
+    *,
+    cwd_on_path: bool = True,
+    bus: str | None = None,
+    durable: bool = False,
 ) -> ProcessionApp:
     """The app that ``target`` (``"module:attr"`` or ``"path/file.py:attr"``)
     names: an app as it is, or an agent or a list of agents served by
-    ``create_app`` (with ``bus=bus``: a ``redis://`` URL). Raises
-    ``ConfigurationError`` saying what was found, or for a bus given with an
-    app (which chose its own in ``create_app``)."""
+    ``create_app`` (with ``bus=bus``: a ``redis://`` URL; ``durable``: their
+    runs durable). Raises ``ConfigurationError`` saying what was found, or for
+    a bus or ``durable`` given with an app (which chose its own in
+    ``create_app``)."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigurationError(
@@ -127,15 +132,20 @@ def load_target(
             raise ConfigurationError(
                 f"{target} is an app: give it its bus in create_app(bus=...), not --bus"
             )
+        if durable:
+            raise ConfigurationError(
+                f"{target} is an app: make it durable in create_app(durable=True), "
+                f"not --durable"
+            )
         return value
     if isinstance(value, Agent):
-        return create_app([value], bus=bus)
+        return create_app([value], bus=bus, durable=durable)
     if (
         isinstance(value, Sequence)
         and value
         and all(isinstance(v, Agent) for v in value)
     ):
-        return create_app(value, bus=bus)
+        return create_app(value, bus=bus, durable=durable)
     raise ConfigurationError(
         f"{target} is {value!r}; expected an Agent, a list of agents or an app "
         f"from create_app"

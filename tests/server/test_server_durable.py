@@ -28,9 +28,16 @@ from redis_target import slow_turn
 from server_helpers import make_agent
 
 from procession import Agent, ConfigurationError
+from procession._cli import main
 from procession.memory import Memory, SqliteStorage
 from procession.runtime import Durable
-from procession.server import BUS_ERROR_NAME, RedisRunBus, create_app, serve
+from procession.server import (
+    BUS_ERROR_NAME,
+    RedisRunBus,
+    create_app,
+    load_target,
+    serve,
+)
 from procession.testing import ScriptedModel
 
 
@@ -118,3 +125,29 @@ async def _outlive_the_bus(redis: PrivateRedis, root: str) -> None:
     assert lost[-1][1]["payload"]["error"]["name"] == BUS_ERROR_NAME
     assert [m.role for m in saved] == ["user", "assistant"]
     assert answer.strip() in str(saved[-1].content)
+
+
+def test_procession_serve_durable_serves_agents_and_refuses_what_it_cannot(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    module = tmp_path / "durable_agents.py"
+    module.write_text(
+        "from procession import Agent\n"
+        "from procession.memory import Memory, SqliteStorage\n"
+        "from procession.server import create_app\n"
+        "from procession.testing import ScriptedModel\n"
+        f"kept = Agent(id='kept', model=ScriptedModel(['hi']), "
+        f"memory=Memory(storage=SqliteStorage({str(db)!r})))\n"
+        "lost = Agent(id='lost', model=ScriptedModel(['hi']), "
+        "memory=Memory(storage=SqliteStorage(':memory:')))\n"
+        "app = create_app([kept])\n"
+    )
+    served = load_target(f"{module}:kept", durable=True)
+    assert served.durable == Durable()
+    assert main(["serve", "--durable"]) == 2
+    assert "--durable needs agents whose storage" in capsys.readouterr().err
+    assert main(["serve", f"{module}:lost", "--durable"]) == 2
+    assert "agent 'lost' runs durable runs" in capsys.readouterr().err
+    assert main(["serve", f"{module}:app", "--durable"]) == 2
+    assert "make it durable in create_app(durable=True)" in capsys.readouterr().err
