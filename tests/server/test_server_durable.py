@@ -151,3 +151,47 @@ def test_procession_serve_durable_serves_agents_and_refuses_what_it_cannot(
     assert "agent 'lost' runs durable runs" in capsys.readouterr().err
     assert main(["serve", f"{module}:app", "--durable"]) == 2
     assert "make it durable in create_app(durable=True)" in capsys.readouterr().err
+
+
+@pytest.mark.procession_real_clock
+async def test_a_durable_run_is_not_cancelled_when_its_clients_have_gone(
+    tmp_path: Any,
+) -> None:
+    """``resume_grace_s`` cancels a run nobody follows; a durable run goes on
+    to its end (another replica would, had this one died)."""
+    storage = SqliteStorage(str(tmp_path / "runs.db"))
+    agent = make_agent(
+        ScriptedModel([slow_turn(30, 0.02)]), memory=Memory(storage=storage)
+    )
+    app = create_app(
+        [agent], resume=True, resume_grace_s=0.05, keepalive_s=0, durable=True
+    )
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(
+            lambda task_status: serve(
+                app, port=0, shutdown_trigger=stop.wait, task_status=task_status
+            )
+        )
+        body = {
+            "messages": "Hi",
+            "memory": {"thread": "t-1", "resource": "ada"},
+            "runId": "r-gone",
+        }
+        async with open_sse(
+            "POST", f"{urls[0]}/api/agents/helper/stream", json=body
+        ) as response:
+            assert response.status == 200  # and the client leaves at once
+        # The client has gone; the grace passes many times over.
+        with trio.fail_after(20):
+            while True:
+                record = await storage.get_run("r-gone")
+                assert record is not None
+                if record.status == "ended":
+                    break
+                await trio.sleep(0.05)
+        stop.set()
+    saved = await storage.list_messages("t-1", "ada")
+    await storage.aclose()
+    assert [m.role for m in saved] == ["user", "assistant"]
+    assert "w29" in str(saved[-1].content)
