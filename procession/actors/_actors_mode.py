@@ -4,17 +4,16 @@ their own."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import trio
 
 from ..data import ErrorChunk
+from ._flow import Flow
 from ._markers import _DrainBarrier, _Raise
 from ._stage import _Stage
 from ._supervision import unwrapping_a_lone_exception
-
-if TYPE_CHECKING:
-    from ._pipeline import OutputPipeline
 
 __all__: list[str] = []
 
@@ -22,10 +21,20 @@ __all__: list[str] = []
 class ActorsMode:
     """One actors-mode pipeline's tasks."""
 
-    __slots__ = ("pipeline",)
+    __slots__ = ("capacity", "checkpoint_every", "flow", "stages")
 
-    def __init__(self, pipeline: OutputPipeline) -> None:
-        self.pipeline = pipeline
+    def __init__(
+        self,
+        flow: Flow,
+        stages: Sequence[_Stage],
+        *,
+        capacity: int | float,
+        checkpoint_every: int,
+    ) -> None:
+        self.flow = flow
+        self.stages = stages
+        self.capacity = capacity
+        self.checkpoint_every = checkpoint_every
 
     async def supervise(
         self, *, task_status: trio.TaskStatus[trio.MemoryReceiveChannel[Any]]
@@ -33,46 +42,45 @@ class ActorsMode:
         """The actors-mode supervisor: owns the reader and stage tasks in a nursery
         of its own, so a terminal event cancels them and never the consumer's
         code (which runs in the enclosing block)."""
-        pipeline = self.pipeline
         with unwrapping_a_lone_exception():
             async with trio.open_nursery() as nursery:
-                pipeline._cancel_scope = nursery.cancel_scope
-                capacity = pipeline.link_capacity
+                self.flow.cancel_scope = nursery.cancel_scope
+                capacity = self.capacity
                 send, receive = trio.open_memory_channel[Any](capacity)
                 nursery.start_soon(self._reader, send)
-                for stage in pipeline._stages:
+                for stage in self.stages:
                     next_send, next_receive = trio.open_memory_channel[Any](capacity)
                     nursery.start_soon(self._stage_task, stage, receive, next_send)
                     receive = next_receive
                 task_status.started(receive)
 
     async def _reader(self, send: trio.MemorySendChannel[Any]) -> None:
-        pipeline = self.pipeline
-        assert pipeline._iterator is not None
+        flow = self.flow
+        assert flow.iterator is not None
         with send:
             try:
                 count = 0
                 while True:
                     try:
-                        raw = await pipeline._next_source()
+                        raw = await flow.next_source()
                     except StopAsyncIteration:
                         break
-                    pipeline._pull_count()
+                    flow.pull_count()
                     count += 1
-                    item = pipeline._admit(raw)
+                    item = flow.admit(raw)
                     if item is not None and item.__class__ is ErrorChunk:
                         # Held back until everything before it reached the client
                         # end, so the driver decides in stream position.
                         drained = _DrainBarrier()
                         await send.send(drained)
                         await drained.wait()
-                        if await pipeline._recovered(item):
+                        if await flow.recovered(item):
                             item = None
                     if item is None:
-                        pipeline._settled += 1
+                        flow.settled += 1
                     else:
                         await send.send(item)
-                    if count % pipeline.checkpoint_every == 0:
+                    if count % self.checkpoint_every == 0:
                         await trio.lowlevel.checkpoint()
             except Exception as exc:
                 # In-band, like everything else: what was read before the
@@ -85,7 +93,7 @@ class ActorsMode:
         receive: trio.MemoryReceiveChannel[Any],
         send: trio.MemorySendChannel[Any],
     ) -> None:
-        pipeline = self.pipeline
+        flow = self.flow
         with send, receive:
             async for message in receive:
                 out: list[Any] = []
@@ -96,7 +104,7 @@ class ActorsMode:
                 else:
                     await stage.take(message, out)
                 if not out:
-                    pipeline._settled += 1
+                    flow.settled += 1
                 elif len(out) == 1:
                     await send.send(out[0])
                 else:

@@ -21,6 +21,7 @@ from ..processors import (
 from ._actor import ProcessorActor
 from ._actors_mode import ActorsMode
 from ._control import ControlSource
+from ._flow import Flow
 from ._interface import (
     ExecutionMode,
     PipelineDriver,
@@ -29,6 +30,7 @@ from ._interface import (
 )
 from ._pipeline import GRACE_SECONDS, OutputPipeline
 from ._split import DEFAULT_LINK_CAPACITY, Splitter
+from ._stage import HOOK, _Stage
 from ._supervision import unwrapping_a_lone_exception
 
 __all__ = ["open_output_pipeline"]
@@ -87,9 +89,31 @@ async def open_output_pipeline(
         if isinstance(request_context, RequestContext)
         else RequestContext(request_context or {})
     )
+    flow = Flow(driver)
+    watch = mode == "adaptive"
+    stages = [
+        _Stage(
+            actor,
+            flow,
+            index=k,
+            watch=watch,
+            message_list=message_list,
+            retry_count=retry_count,
+            request_context=context,
+            tracing_context=tracing_context,
+            abort_signal=abort_signal,
+        )
+        for k, actor in enumerate(a for a in actors if HOOK in a.spec.hooks)
+    ]
+    splitter = (
+        Splitter(flow, stages, link_capacity)
+        if mode == "adaptive" and _may_split(stages)
+        else None
+    )
     pipeline = OutputPipeline(
-        actors,
-        source,
+        flow,
+        stages,
+        splitter,
         run_id=run_id,
         request_context=context,
         message_list=message_list,
@@ -101,41 +125,43 @@ async def open_output_pipeline(
         abort_signal=abort_signal,
         retry_count=retry_count,
     )
-    iterator = source.__aiter__()
-    pipeline._iterator = iterator
+    iterator = flow.iterator = source.__aiter__()
     try:
         if mode == "fused":
             yield pipeline
             return
-        if mode == "adaptive" and _may_split(pipeline):
+        if splitter is not None:
             if nursery is None:
-                async with _adaptive(pipeline, link_capacity):
+                async with _adaptive(flow, splitter):
                     yield pipeline
                 return
-            splitter = pipeline._splitter = Splitter(pipeline, nursery, link_capacity)
+            splitter.nursery = nursery
             try:
                 yield pipeline
             finally:
-                _leave_split(pipeline, splitter)
+                _leave_split(flow, splitter)
             return
         if mode == "adaptive":
             yield pipeline  # nothing can split: it runs fused
             return
+        actors_mode = ActorsMode(
+            flow, stages, capacity=link_capacity, checkpoint_every=checkpoint_every
+        )
         with unwrapping_a_lone_exception():
             async with trio.open_nursery() as nursery:
-                receive = await nursery.start(ActorsMode(pipeline).supervise)
-                pipeline._receive = receive
+                receive = await nursery.start(actors_mode.supervise)
+                flow.receive = receive
                 try:
                     yield pipeline
                 finally:
-                    assert pipeline._cancel_scope is not None
-                    pipeline._cancel_scope.cancel()
+                    assert flow.cancel_scope is not None
+                    flow.cancel_scope.cancel()
                     receive.close()
     finally:
         if pipeline.outcome is None:
             pipeline.outcome = PipelineOutcome("cancelled")
         completed = pipeline.outcome.kind == "completed"
-        for stage in pipeline._stages:
+        for stage in stages:
             stage.at_stream_end(completed)
         if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
             pipeline.abort_signal.set("the output stream was closed early")
@@ -152,35 +178,33 @@ async def open_output_pipeline(
 
 
 @asynccontextmanager
-async def _adaptive(
-    pipeline: OutputPipeline, link_capacity: int | float
-) -> AsyncIterator[None]:
+async def _adaptive(flow: Flow, splitter: Splitter) -> AsyncIterator[None]:
     """An adaptive pipeline's block: a nursery its segment tasks go into if
     it splits (nothing runs there until then), all of it cancelled on leaving."""
     with unwrapping_a_lone_exception():
         async with trio.open_nursery() as nursery:
-            splitter = pipeline._splitter = Splitter(pipeline, nursery, link_capacity)
+            splitter.nursery = nursery
             try:
                 yield
             finally:
-                _leave_split(pipeline, splitter)
+                _leave_split(flow, splitter)
 
 
-def _may_split(pipeline: OutputPipeline) -> bool:
+def _may_split(stages: Sequence[_Stage]) -> bool:
     """Whether an adaptive pipeline can ever split: a stage is watched or asks
     for a boundary (otherwise it runs fused, and needs no nursery)."""
     return any(
         stage.watch is not None or stage.actor.spec.stream_boundary is True
-        for stage in pipeline._stages
+        for stage in stages
     )
 
 
-def _leave_split(pipeline: OutputPipeline, splitter: Splitter) -> None:
+def _leave_split(flow: Flow, splitter: Splitter) -> None:
     # Only the segments' own scope, as in actors mode: cancelling the nursery's
     # would also hide, as Cancelled, the exception a segment may be raising.
     splitter.close()
-    if pipeline._receive is not None:
-        pipeline._receive.close()
+    if flow.receive is not None:
+        flow.receive.close()
 
 
 async def _close(closing: Awaitable[Any]) -> None:

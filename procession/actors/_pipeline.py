@@ -60,10 +60,7 @@ if not (or there is no driver), it ends the stream as a tripwire.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import (
-    AsyncIterable,
-    AsyncIterator,
     Awaitable,
     Sequence,
 )
@@ -72,7 +69,6 @@ from typing import Any, Final
 import trio
 
 from .._errors import (
-    ConfigurationError,
     TripWire,
 )
 from .._secrets import get_logger
@@ -90,19 +86,17 @@ from ..processors import (
     TracingContext,
 )
 from ._actor import ProcessorActor
+from ._flow import NOTHING, Flow
 from ._interface import (
     ExecutionMode,
-    InlineSource,
     PipelineDriver,
     PipelineOutcome,
     PipelineStatistics,
 )
 from ._markers import (
-    _SOURCE_MARKERS,
     Barrier,
     Deliver,
     EndRun,
-    Inline,
     NewAttempt,
     _DrainBarrier,
     _End,
@@ -110,8 +104,8 @@ from ._markers import (
     _Raise,
     _Violation,
 )
-from ._split import _NOTHING, Splitter
-from ._stage import _CHUNK_SET, _SLOW, _STOP, HOOK, _Pending, _Stage
+from ._split import Splitter
+from ._stage import _CHUNK_SET, _SLOW, _STOP, _Pending, _Stage
 from ._watch import COUNTED, driven, first_probation
 
 __all__ = ["GRACE_SECONDS", "OutputPipeline"]
@@ -157,25 +151,13 @@ class OutputPipeline:
     __slots__ = (
         "__weakref__",
         "_at_hand",
-        "_buffer",
-        "_cancel_scope",
         "_checkpointed",
         "_delivered",
-        "_entry_attempt",
-        "_finished",
+        "_flow",
         "_held",
-        "_inline",
-        "_iterator",
-        "_peak",
         "_pending_terminal",
-        "_pulled",
-        "_ramp",
-        "_receive",
         "_resume",
-        "_retry_raised",
-        "_settled",
         "_shield_chain",
-        "_source",
         "_source_done",
         "_splitter",
         "_stages",
@@ -196,8 +178,9 @@ class OutputPipeline:
 
     def __init__(
         self,
-        actors: Sequence[ProcessorActor],
-        source: AsyncIterable[Any],
+        flow: Flow,
+        stages: Sequence[_Stage],
+        splitter: Splitter | None,
         *,
         run_id: str | None,
         request_context: RequestContext,
@@ -221,58 +204,33 @@ class OutputPipeline:
         self.abort_signal = abort_signal
         self.retry_count = retry_count
         self.outcome: PipelineOutcome | None = None
-        self._source = source
-        self._iterator: AsyncIterator[Any] | None = None
-        self._inline: InlineSource | None = None  # see _next_source
-        watch = mode == "adaptive"
-        self._stages = [
-            _Stage(a, self, k, watch)
-            for k, a in enumerate(a for a in actors if HOOK in a.spec.hooks)
-        ]
-        self._splitter: Splitter | None = None  # "adaptive": see _split
+        # Shared with the stages, the splitter and actors mode's tasks (_flow).
+        self._flow = flow
+        self._stages = stages
+        self._splitter = splitter  # "adaptive": see _split
         self._task: Any = None  # "adaptive": the reading task (_watch's probe)
-        self._watching = any(stage.watch is not None for stage in self._stages)
-        self._buffer: deque[Any] = deque()
+        self._watching = any(stage.watch is not None for stage in stages)
         self._pending_terminal: Any = None
         self._resume: list[tuple[int, Any]] = []  # fused mode: see _chain
         self._shield_chain = False  # set once a read is cancelled mid-chain
-        self._receive: trio.MemoryReceiveChannel[Any] | None = None
         # "adaptive": source items a fill may run while they are at hand (see
         # _fill_fused); 0 where this trio does not count schedule points (no
         # probation then: first_probation() is 0).
-        self._at_hand = AT_HAND if watch and first_probation() else 0
-        # Items run since the current Inline source came: a batch is at most
-        # that long, so the first chunks of a response go out one by one (no
-        # wait behind a batch: the time to the first chunk), then 2, 4, ...
-        self._ramp = 0
-        self._held: Any = _NOTHING  # an error chunk a batch stopped before
+        self._at_hand = AT_HAND if mode == "adaptive" and first_probation() else 0
+        self._held: Any = NOTHING  # an error chunk a batch stopped before
         self._source_done = False
-        self._finished = False
-        self._cancel_scope: trio.CancelScope | None = None  # actors mode: _open
-        # Entry control, shared with the stages (all in one trio thread).
-        self._retry_raised = -1  # the latest attempt in which a retry was raised
-        self._entry_attempt = 0
-        # Statistics.
-        self._pulled = 0
+        # Statistics (the rest are the flow's).
         self._checkpointed = -1  # _fill_fused: the budget checkpoint taken last
-        self._settled = 0
-        self._peak = 0
         self._delivered = 0
-        for stage in self._stages:
-            stage.out = self._buffer if mode != "actors" else []
-
-    # control from stages ----------------------------------------------------
-
-    def _note_retry(self, attempt: int) -> None:
-        if attempt > self._retry_raised:
-            self._retry_raised = attempt
+        for stage in stages:
+            stage.out = flow.buffer if mode != "actors" else []
 
     # statistics ---------------------------------------------------------------
 
     @property
     def bound(self) -> int | float:
         """The documented bound on source items read but not settled."""
-        if self._splitter is not None and self._receive is not None:
+        if self._splitter is not None and self._flow.receive is not None:
             return self._splitter.bound()  # split
         if self.mode != "actors":
             return max(1, self._at_hand)  # fused, or adaptive unsplit
@@ -282,96 +240,15 @@ class OutputPipeline:
         return int((stages + 1) * self.link_capacity + 2 * stages + 2)
 
     def statistics(self) -> PipelineStatistics:
+        flow = self._flow
         return PipelineStatistics(
             mode=self.mode,
             stages=len(self._stages),
-            pulled=self._pulled,
+            pulled=flow.pulled,
             delivered=self._delivered,
-            peak_in_flight=self._peak,
+            peak_in_flight=flow.peak,
             bound=self.bound,
         )
-
-    def _pull_count(self) -> None:
-        self._pulled += 1
-        in_flight = self._pulled - self._settled
-        if in_flight > self._peak:
-            self._peak = in_flight
-
-    # entry: what the source gives ------------------------------------------------
-
-    def _admit(self, item: Any) -> Any:
-        """Decide what to do with a source item before any stage sees it. Returns
-        the item, or None to drop it."""
-        if isinstance(item, _Marker):
-            if item.__class__ is NewAttempt:
-                self._entry_attempt += 1
-                return item
-            if item.__class__ is Inline:
-                self._inline = item.source  # read from there on (_next_source)
-                self._ramp = 0
-                return None
-            if item.__class__ in _SOURCE_MARKERS:
-                return item
-            raise ConfigurationError(
-                f"the source yielded {item!r}; only chunks and the markers "
-                f"NewAttempt, Barrier, Deliver, EndRun and Inline may come from "
-                f"a source"
-            )
-        if item.__class__ not in _CHUNK_SET:
-            raise ConfigurationError(
-                f"the source yielded {item!r}, which is not a chunk; expected chunk "
-                f"objects (see procession.chunks; use from_wire for JSON)"
-            )
-        if self._retry_raised >= self._entry_attempt:
-            return None  # after the cut of a retried attempt
-        return item
-
-    async def _recovered(self, chunk: ErrorChunk) -> bool:
-        """Ask the driver whether the attempt that failed with ``chunk`` is
-        recovered. Called only once everything before the error has reached the
-        client end, so the decision is taken in stream position (an earlier
-        tripwire or retry request always wins)."""
-        if self.driver is None:
-            return False
-        if self._retry_raised >= self._entry_attempt or self._finished:
-            return True  # already cut: the error belongs to a discarded attempt
-        if await self.driver.on_error_chunk(chunk):
-            self._note_retry(self._entry_attempt)
-            return True
-        return False
-
-    async def _next_source(self) -> Any:
-        """The next source item: from the ``Inline`` source while there is one
-        (no task switch when its item is at hand), else from the source.
-        Raises ``StopAsyncIteration`` at the source's end. A cancelled call
-        loses nothing (neither ``pull`` nor the source's read does)."""
-        inline = self._inline
-        if inline is not None:
-            try:
-                return inline.pull_nowait()
-            except trio.WouldBlock:
-                try:
-                    return await inline.pull()
-                except trio.EndOfChannel:
-                    self._inline = None
-            except trio.EndOfChannel:
-                self._inline = None
-        assert self._iterator is not None
-        return await self._iterator.__anext__()
-
-    def _take_nowait(self) -> Any:
-        """The next source item if one is at hand without waiting (only an
-        ``Inline`` source can say), else ``_NOTHING``."""
-        inline = self._inline
-        if inline is None:
-            return _NOTHING
-        try:
-            return inline.pull_nowait()
-        except trio.WouldBlock:
-            return _NOTHING
-        except trio.EndOfChannel:
-            self._inline = None
-            return _NOTHING
 
     # fused mode ---------------------------------------------------------------
 
@@ -383,12 +260,13 @@ class OutputPipeline:
         chain made nothing but chunks and no hook yielded: the client end then
         serves a micro-batch without a fill per chunk. A batch ends before an
         error chunk (it waits in ``_held`` until everything before it is
-        delivered, as ``_recovered`` needs), at a marker, a signal, a
+        delivered, as ``Flow.recovered`` needs), at a marker, a signal, a
         checkpoint boundary and at the first hook that yields, so a hook that
         waits never holds up chunks that are ready."""
-        assert self._iterator is not None
+        flow = self._flow
+        assert flow.iterator is not None
         if self._watching and (
-            self._task is None or (self._pulled + 1) % self.checkpoint_every == 0
+            self._task is None or (flow.pulled + 1) % self.checkpoint_every == 0
         ):
             # The reading task, looked up now and then, not per chunk: a stream
             # read from one task and then another is watched in the new one
@@ -398,7 +276,7 @@ class OutputPipeline:
         if self._resume:
             await self._resume_interrupted()
             return
-        pulled = self._pulled
+        pulled = flow.pulled
         if (pulled + 1) % self.checkpoint_every == 0 and self._checkpointed != pulled:
             # Before the item is taken, never between taking and queueing it: a
             # read cancelled here (a deadline on each read) loses nothing. Once
@@ -407,45 +285,46 @@ class OutputPipeline:
             self._checkpointed = pulled
             await trio.lowlevel.checkpoint()
         item = self._held
-        if item is not _NOTHING:
-            self._held = _NOTHING
+        if item is not NOTHING:
+            self._held = NOTHING
         else:
             try:
-                inline = self._inline
+                inline = flow.inline
                 if inline is None:
-                    item = await self._iterator.__anext__()
+                    item = await flow.iterator.__anext__()
                 else:
                     try:
                         item = inline.pull_nowait()  # the per-chunk path, no await
                     except (trio.WouldBlock, trio.EndOfChannel):
-                        item = await self._next_source()
+                        item = await flow.next_source()
             except StopAsyncIteration:
                 self._source_done = True
                 return
         # The items this fill may run (adaptive mode: up to AT_HAND, at most
         # as many as were run before from this Inline source).
-        left = min(self._at_hand, self._ramp)
-        self._ramp += 1
+        left = min(self._at_hand, flow.ramp)
+        flow.ramp += 1
         task: Any = None
         points = 0
         if left:
             task = trio.lowlevel.current_task()
-        buffer = self._buffer
+        buffer = flow.buffer
         while True:
             if left:
-                points = task._schedule_points
-            # _pull_count and _admit's chunk case, inline: the per-chunk path.
-            self._pulled = pulled = self._pulled + 1
-            self._settled += 1  # in fused mode an item is settled as it is run
-            if pulled - self._settled >= self._peak:
-                self._peak = pulled - self._settled + 1
+                # trio's count, read inline (_watch.schedule_points).
+                points = task._schedule_points  # noqa: SLF001 - trio's count
+            # pull_count and admit's chunk case, inline: the per-chunk path.
+            flow.pulled = pulled = flow.pulled + 1
+            flow.settled += 1  # in fused mode an item is settled as it is run
+            if pulled - flow.settled >= flow.peak:
+                flow.peak = pulled - flow.settled + 1
             if (
                 item.__class__ not in _CHUNK_SET
-                or self._retry_raised >= self._entry_attempt
+                or flow.retry_raised >= flow.entry_attempt
             ):
-                # What _admit lets through here is a marker (a chunk only
+                # What admit lets through here is a marker (a chunk only
                 # passes where the condition above is false).
-                item = self._admit(item)
+                item = flow.admit(item)
                 if item is not None:
                     if item.__class__ is NewAttempt:
                         for stage in self._stages:
@@ -456,7 +335,7 @@ class OutputPipeline:
             # Everything before it was delivered already (the buffer is empty
             # when an error chunk is run: a batch stops before one).
             if item.__class__ is ErrorChunk and await self._decided(
-                self._recovered(item)
+                flow.recovered(item)
             ):
                 return
             if self._shield_chain:
@@ -469,13 +348,13 @@ class OutputPipeline:
             left -= 1
             if (
                 left <= 0
-                or task._schedule_points != points
+                or task._schedule_points != points  # noqa: SLF001 - trio's count
                 or self._resume
                 or (buffer and buffer[-1].__class__ not in _CHUNK_SET)
-                or (self._pulled + 1) % self.checkpoint_every == 0
+                or (flow.pulled + 1) % self.checkpoint_every == 0
             ):
                 return
-            inline = self._inline  # _take_nowait, inline
+            inline = flow.inline  # take_nowait, inline
             if inline is None:
                 return
             try:
@@ -483,9 +362,9 @@ class OutputPipeline:
             except trio.WouldBlock:
                 return
             except trio.EndOfChannel:
-                self._inline = None
+                flow.inline = None
                 return
-            self._ramp += 1
+            flow.ramp += 1
             if item.__class__ is ErrorChunk:
                 self._held = item  # run once the batch is delivered
                 return
@@ -538,7 +417,8 @@ class OutputPipeline:
         decision is taken before the next chunk moves. (Without this a stage
         before the retrying one could end the run on a chunk past the cut.)
         """
-        if self._retry_raised >= self._entry_attempt:
+        flow = self._flow
+        if flow.retry_raised >= flow.entry_attempt:
             return
         stages = self._stages
         n = len(stages)
@@ -552,7 +432,8 @@ class OutputPipeline:
             try:
                 if stage.is_async:
                     actor = stage.actor
-                    if actor._busy or actor._waiting:
+                    # The actor's turn, inline (Stage.apply does the same).
+                    if actor._busy or actor._waiting:  # noqa: SLF001 - the turn
                         result = await stage.apply(item)
                     else:
                         # Stage.apply inline, its turn taken (the per-chunk
@@ -560,7 +441,7 @@ class OutputPipeline:
                         stage.parts.append(item)
                         args = stage.args
                         args.part = item
-                        actor._busy = True
+                        actor._busy = True  # noqa: SLF001 - the turn, inline
                         try:
                             watch = stage.watch
                             if watch is None:
@@ -569,9 +450,9 @@ class OutputPipeline:
                                 # The task's count of schedule points, read
                                 # inline (_watch.schedule_points is the same).
                                 task = self._task
-                                points = task._schedule_points
+                                points = task._schedule_points  # noqa: SLF001
                                 result = await stage.fn(args)
-                                if task._schedule_points != points:
+                                if task._schedule_points != points:  # noqa: SLF001
                                     stage.yielded()
                             else:
                                 result = await driven(stage.fn(args), stage.seen)
@@ -580,21 +461,21 @@ class OutputPipeline:
                                 elif stage.probation:
                                     stage.probed()
                         except BaseException as exc:
-                            result = stage._raised(exc, item)
+                            result = stage.raised(exc, item)
                         finally:
                             # release_turn, inline (read through the stage:
                             # a task may have queued for the turn meanwhile).
-                            if stage.actor._waiting:
+                            if stage.actor._waiting:  # noqa: SLF001 - the turn
                                 actor.release_turn()
                             else:
-                                actor._busy = False
+                                actor._busy = False  # noqa: SLF001 - the turn
                         if not (
                             result is item
                             or result is None
-                            or result is _STOP  # _raised: a tripwire or failure
+                            or result is _STOP  # raised(): a tripwire or failure
                             or result.__class__ in _CHUNK_SET
                         ):
-                            result = stage._checked(result, item)
+                            result = stage.checked(result, item)
                 else:
                     result = stage.apply_nowait(item)
                     if result is _SLOW:
@@ -628,7 +509,7 @@ class OutputPipeline:
                 return
             item = result
             k += 1
-        self._buffer.append(item)
+        flow.buffer.append(item)
 
     # the client end ------------------------------------------------------------
 
@@ -640,12 +521,13 @@ class OutputPipeline:
         what ``__anext__`` would return without awaiting (a chunk at the head
         of a batch run ahead), for a reader that awaits ``__anext__`` only
         when this gives ``None``. Never awaits and never runs a hook."""
-        buffer = self._buffer
+        flow = self._flow
+        buffer = flow.buffer
         if (
             buffer
             and buffer[0].__class__ in _CHUNK_SET
             and self._pending_terminal is None
-            and self._receive is None  # split or actors: __anext__ accounts
+            and flow.receive is None  # split or actors: __anext__ accounts
         ):
             self._delivered += 1
             return buffer.popleft()
@@ -672,7 +554,8 @@ class OutputPipeline:
         reads again after each timeout thus gets every chunk, however short
         its deadline.
         """
-        buffer = self._buffer
+        flow = self._flow
+        buffer = flow.buffer
         while True:
             if self._pending_terminal is not None:
                 # The terminal chunk of a read that was cancelled while
@@ -687,18 +570,17 @@ class OutputPipeline:
                     and self.mode == "actors"
                     and item.__class__ is not _DrainBarrier
                 ):
-                    self._settled += 1
-            elif self._finished:
+                    flow.settled += 1
+            elif flow.finished:
                 raise StopAsyncIteration
             else:
-                splitter = self._splitter
                 if (
-                    self._receive is None
+                    flow.receive is None
                     and not self._source_done
                     and (
-                        splitter is None
-                        or not splitter.wanted
-                        or self._held is not _NOTHING
+                        self._splitter is None
+                        or not flow.wanted
+                        or self._held is not NOTHING
                     )
                 ):
                     await self._fill_fused()  # _refill's fused case, inline
@@ -714,13 +596,14 @@ class OutputPipeline:
             return item
 
     async def _refill(self) -> None:
+        flow = self._flow
         splitter = self._splitter
-        if self._receive is None:
+        if flow.receive is None:
             if (
                 splitter is None
-                or not splitter.wanted
+                or not flow.wanted
                 or self._resume
-                or self._held is not _NOTHING
+                or self._held is not NOTHING
             ):
                 if self._source_done:
                     self._finish_completed()
@@ -731,7 +614,7 @@ class OutputPipeline:
                 self._finish_completed()
                 return
             splitter.start()  # adaptive: a stage blocked; split from here on
-        receive = self._receive
+        receive = flow.receive
         assert receive is not None
         try:
             # What is ready is taken first: receive() alone raises Cancelled
@@ -747,18 +630,18 @@ class OutputPipeline:
         if splitter is not None:
             splitter.received(message)
         elif message.__class__ is list:
-            self._buffer.extend(message)
+            flow.buffer.extend(message)
         else:
-            self._buffer.append(message)
+            flow.buffer.append(message)
 
     def _finish_completed(self) -> None:
-        self._finished = True
+        self._flow.finished = True
         if self.outcome is None:
             self.outcome = PipelineOutcome("completed")
 
     async def _client_marker(self, item: _Marker) -> Any:
         """Act on a marker at the client end; return a chunk to deliver, if any."""
-        if self._finished:
+        if self._flow.finished:
             return None
         if isinstance(item, Deliver):
             return item.chunk
@@ -843,13 +726,14 @@ class OutputPipeline:
         return TripwireChunk(payload=TripwirePayload.of(tripwire), run_id=self.run_id)
 
     def _finish_terminal(self, outcome: PipelineOutcome) -> None:
+        flow = self._flow
         self.outcome = outcome
-        self._finished = True
+        flow.finished = True
         if self._splitter is not None:
             self._splitter.retry_decided()
-        self._buffer.clear()
+        flow.buffer.clear()
         if self.driver is not None:
             self.driver.on_terminal(outcome)
-        if self._cancel_scope is not None:
+        if flow.cancel_scope is not None:
             # The terminal item is delivered; nothing upstream may run on.
-            self._cancel_scope.cancel()
+            flow.cancel_scope.cancel()

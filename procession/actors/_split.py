@@ -36,17 +36,16 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Sequence
+from typing import Any, Final
 
 import trio
 
 from ..data import DataChunk, ErrorChunk
+from ._flow import NOTHING, Flow
 from ._markers import _DrainBarrier, _Raise
 from ._stage import _CHUNK_SET, _STOP, _Stage
 from ._supervision import unwrapping_a_lone_exception
-
-if TYPE_CHECKING:
-    from ._pipeline import OutputPipeline
 
 __all__: list[str] = []
 
@@ -68,35 +67,37 @@ class _Batch(list[Any]):
 
 
 class Splitter:
-    """One adaptive pipeline's boundaries and segment tasks."""
+    """One adaptive pipeline's segment tasks. Where the boundaries are, and
+    where they are wanted, is in the pipeline's ``Flow`` (a stage that parks
+    says so there)."""
 
     __slots__ = (
-        "_pipeline",
-        "boundaries",
+        "_flow",
         "capacity",
         "closed",
         "decided",
         "nursery",
         "segments",
+        "stages",
         "unsettled",
-        "wanted",
     )
 
     def __init__(
-        self, pipeline: OutputPipeline, nursery: trio.Nursery, capacity: int | float
+        self, flow: Flow, stages: Sequence[_Stage], capacity: int | float
     ) -> None:
-        # Weakly: the pipeline holds its splitter (no reference cycle).
-        self._pipeline = weakref.ref(pipeline)
-        self.nursery = nursery  # the outer one: the supervisor goes there
+        # Weakly, as a stage does: the flow's driver may hold the pipeline,
+        # which holds its splitter (no reference cycle).
+        self._flow = weakref.ref(flow)
+        self.stages = stages
+        self.nursery: trio.Nursery | None = None
+        """Where the supervisor goes when the chain first splits (the
+        pipeline's block sets it: the outer nursery), then the supervisor's."""
         self.capacity = capacity
-        self.boundaries: set[int] = set()
-        """Stage indices with a boundary before them (in force)."""
-        self.wanted: set[int] = {
+        flow.wanted.update(
             k
-            for k, stage in enumerate(pipeline._stages)
+            for k, stage in enumerate(stages)
             if stage.actor.spec.stream_boundary is True
-        }
-        """Stage indices found blocking (or asking), not yet split."""
+        )
         self.segments = 0
         """Segment tasks running (the feeder not counted)."""
         self.unsettled = 0
@@ -108,13 +109,13 @@ class Splitter:
 
     @property
     def split(self) -> bool:
-        return self.pipeline._receive is not None
+        return self.flow.receive is not None
 
     @property
-    def pipeline(self) -> OutputPipeline:
-        pipeline = self._pipeline()
-        assert pipeline is not None  # the splitter lives inside its pipeline
-        return pipeline
+    def flow(self) -> Flow:
+        flow = self._flow()
+        assert flow is not None  # the splitter lives inside its pipeline
+        return flow
 
     def bound(self) -> int | float:
         if not self.split:
@@ -123,11 +124,6 @@ class Splitter:
             return math.inf
         m = self.segments
         return int(((m + 1) * self.capacity + 2 * m + 2) * BATCH)
-
-    def blocked(self, index: int) -> None:
-        """Stage ``index``'s hook parked: a boundary goes in before its next item."""
-        if index not in self.boundaries:
-            self.wanted.add(index)
 
     def retry_decided(self) -> None:
         """The client end acted on a retry request, or the stream ended."""
@@ -139,7 +135,7 @@ class Splitter:
         """The pipeline's block is left: cancel the segment tasks (and any not
         started yet)."""
         self.closed = True
-        scope = self.pipeline._cancel_scope
+        scope = self.flow.cancel_scope
         if scope is not None:
             scope.cancel()
 
@@ -148,16 +144,17 @@ class Splitter:
     def start(self) -> None:
         """Split the fused chain at the wanted boundaries (called by the
         consumer's read, between items, with nothing in flight)."""
-        pipeline = self.pipeline
+        flow = self.flow
         send, receive = trio.open_memory_channel[Any](self.capacity)
-        pipeline._receive = receive
-        cuts = sorted(self.wanted)
-        self.wanted.clear()
-        on_split = getattr(pipeline.driver, "on_split", None)
+        flow.receive = receive
+        cuts = sorted(flow.wanted)
+        flow.wanted.clear()
+        on_split = getattr(flow.driver, "on_split", None)
         if on_split is not None:
             on_split()  # the driver's source is read ahead from now on
-        self.boundaries.update(cuts)
+        flow.boundaries.update(cuts)
         self.segments = len(cuts)
+        assert self.nursery is not None  # set when the pipeline's block opened
         self.nursery.start_soon(self._supervise, cuts, send)
 
     async def _supervise(
@@ -165,15 +162,15 @@ class Splitter:
     ) -> None:
         """Own the segment tasks in a nursery of their own, so a terminal event
         cancels them and never the consumer's code."""
-        pipeline = self.pipeline
+        flow = self.flow
         if self.closed:
             send.close()
             return  # the block was left before this task got to run
         with unwrapping_a_lone_exception():
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery  # later splits start their tasks here
-                pipeline._cancel_scope = nursery.cancel_scope
-                ends = [*cuts[1:], len(pipeline._stages)]
+                flow.cancel_scope = nursery.cancel_scope
+                ends = [*cuts[1:], len(self.stages)]
                 first = cuts[0]
                 for lo, hi in reversed(list(zip(cuts, ends, strict=True))):
                     link_send, link_receive = trio.open_memory_channel[Any](
@@ -186,15 +183,12 @@ class Splitter:
     # the feeder: the source and the stages before the first boundary ----------
 
     async def _feeder(self, hi: int, send: trio.MemorySendChannel[Any]) -> None:
-        pipeline = self.pipeline
+        flow = self.flow
         pending: list[Any] = []
         sources = 0
         try:
             while True:
-                if (
-                    pipeline._retry_raised >= pipeline._entry_attempt
-                    and pipeline._inline is not None
-                ):
+                if flow.retry_raised >= flow.entry_attempt and flow.inline is not None:
                     # A processor asked to retry this attempt: the rest of the
                     # model's response is discarded whatever the driver decides,
                     # so it is not read on (as in fused mode) until it has.
@@ -205,17 +199,17 @@ class Splitter:
                         self.decided = trio.Event()
                     await self.decided.wait()
                     continue
-                raw = pipeline._take_nowait()
-                if raw is _NOTHING:
+                raw = flow.take_nowait()
+                if raw is NOTHING:
                     if pending:
                         send, hi = await self._send(0, hi, send, pending, sources)
                         pending, sources = [], 0
                     try:
-                        raw = await pipeline._next_source()
+                        raw = await flow.next_source()
                     except StopAsyncIteration:
                         break
-                pipeline._pull_count()
-                item = pipeline._admit(raw)
+                flow.pull_count()
+                item = flow.admit(raw)
                 if item is not None and item.__class__ is ErrorChunk:
                     # Held back until everything before it reached the client
                     # end, so the driver decides in stream position.
@@ -224,7 +218,7 @@ class Splitter:
                     send, hi = await self._send(0, hi, send, pending, sources)
                     pending, sources = [], 0
                     await drained.wait()
-                    if await pipeline._recovered(item):
+                    if await flow.recovered(item):
                         item = None
                 sources += 1
                 if item is None:
@@ -272,8 +266,7 @@ class Splitter:
 
     async def _through(self, lo: int, hi: int, items: list[Any]) -> list[Any]:
         """``items`` through stages [lo, hi), as each stage does in actors mode."""
-        pipeline = self.pipeline
-        stages = pipeline._stages
+        stages = self.stages
         for k in range(lo, hi):
             stage = stages[k]
             out: list[Any] = []
@@ -294,18 +287,20 @@ class Splitter:
         put in any boundary wanted inside [lo, hi): this task keeps the stages
         before it and hands the rest, and its link onward, to a new task.
         Returns the task's send channel and end from now on."""
+        flow = self.flow
         if items:
             await send.send(_Batch(items, sources))
         else:
-            self.pipeline._settled += sources
-        inside = [k for k in self.wanted if lo <= k < hi and k not in self.boundaries]
+            flow.settled += sources
+        inside = [k for k in flow.wanted if lo <= k < hi and k not in flow.boundaries]
         if not inside:
             return send, hi
         cut = min(inside)
-        self.wanted.discard(cut)
-        self.boundaries.add(cut)
+        flow.wanted.discard(cut)
+        flow.boundaries.add(cut)
         self.segments += 1
         link_send, link_receive = trio.open_memory_channel[Any](self.capacity)
+        assert self.nursery is not None  # the supervisor's, by now
         self.nursery.start_soon(self._segment, cut, hi, link_receive, send)
         return link_send, cut
 
@@ -314,10 +309,10 @@ class Splitter:
     def received(self, message: _Batch) -> None:
         """The consumer took ``message`` off the last link (the previous one is
         delivered by now): count the previous one settled."""
-        pipeline = self.pipeline
-        pipeline._settled += self.unsettled
+        flow = self.flow
+        flow.settled += self.unsettled
         self.unsettled = message.sources
-        pipeline._buffer.extend(message)
+        flow.buffer.extend(message)
 
 
 async def _taken(stage: _Stage, items: list[Any], out: list[Any]) -> None:
@@ -335,7 +330,11 @@ async def _taken(stage: _Stage, items: list[Any], out: list[Any]) -> None:
         if not (
             inline
             and item.__class__ in _CHUNK_SET
-            and not (stage.stopped or stage.discarding or actor._busy or actor._waiting)
+            and not stage.stopped
+            and not stage.discarding
+            # The actor's turn, read inline (as Stage.apply does).
+            and not actor._busy  # noqa: SLF001 - the turn, inline
+            and not actor._waiting  # noqa: SLF001 - the turn, inline
             and not (stage.skip_data and item.__class__ is DataChunk)
         ):
             await stage.take(item, out)
@@ -343,18 +342,18 @@ async def _taken(stage: _Stage, items: list[Any], out: list[Any]) -> None:
         # Stage.apply inline, its turn taken (as _pipeline's _chain does).
         parts.append(item)
         args.part = item
-        actor._busy = True
+        actor._busy = True  # noqa: SLF001 - the turn, inline
         try:
             result = await fn(args)
         except BaseException as exc:
-            result = stage._raised(exc, item)
+            result = stage.raised(exc, item)
         finally:
             actor.release_turn()
         if result is item or result.__class__ in _CHUNK_SET:
             out.append(result)  # the common case
             continue
         if not (result is None or result is _STOP):
-            result = stage._checked(result, item)
+            result = stage.checked(result, item)
         # Stage.take's tail.
         if result is None:
             stage.dropped()
@@ -364,7 +363,3 @@ async def _taken(stage: _Stage, items: list[Any], out: list[Any]) -> None:
             out.extend(result)
         else:
             out.append(result)
-
-
-_NOTHING: Final = object()
-"""``OutputPipeline._take_nowait``: no source item at hand."""

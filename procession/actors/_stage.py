@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import trio
 
@@ -27,14 +27,18 @@ from ..data import (
     StepFinishChunk,
 )
 from ..processors import (
+    AbortSignal,
     ProcessorStreamWriter,
     ProcessorViolation,
+    RequestContext,
     StreamParts,
+    TracingContext,
 )
 from ..processors._calling import on_error_outcome, tripwire_in
 from ..processors._contract import ProcessOutputStreamArgs
 from ..processors._readers import stream_result_error
 from ._actor import ProcessorActor
+from ._flow import Flow
 from ._markers import (
     Barrier,
     EndRun,
@@ -54,9 +58,6 @@ from ._watch import (
     first_probation,
     schedule_points,
 )
-
-if TYPE_CHECKING:
-    from ._pipeline import OutputPipeline
 
 __all__: list[str] = []
 
@@ -114,7 +115,7 @@ class _Stage:
     outputs, and what it ends with, go to ``out`` in order (its ``_Outlet``)."""
 
     __slots__ = (
-        "_pipeline",
+        "_flow",
         "actor",
         "args",
         "attempt",
@@ -141,9 +142,15 @@ class _Stage:
     def __init__(
         self,
         actor: ProcessorActor,
-        pipeline: OutputPipeline,
-        index: int = 0,
-        watch: bool = False,
+        flow: Flow,
+        *,
+        index: int,
+        watch: bool,
+        message_list: Any,
+        retry_count: int,
+        request_context: RequestContext,
+        tracing_context: TracingContext | None,
+        abort_signal: AbortSignal | None,
     ) -> None:
         spec = actor.spec
         hook = spec.hooks[HOOK]
@@ -162,9 +169,10 @@ class _Stage:
         self.seen = Parked()
         self.on_error = spec.on_error
         self.skip_data = not spec.process_data_parts
-        # Weakly: the pipeline holds its stages (no cycle; read only when a
-        # stage parks or raises a retry, never per chunk).
-        self._pipeline = weakref.ref(pipeline)
+        # Weakly: the flow's driver may hold the pipeline, which holds its
+        # stages (no cycle; read only when a stage parks or raises a retry,
+        # never per chunk).
+        self._flow = weakref.ref(flow)
         self.parts: list[Any] = []
         self.outlet = outlet = _Outlet(actor)
         self.attempt = 0
@@ -187,11 +195,11 @@ class _Stage:
             # One view per stage, over the list the stage appends to: no copy
             # per chunk, and a hook cannot change what it was shown.
             stream_parts=StreamParts(self.parts),
-            message_list=pipeline.message_list,
-            retry_count=pipeline.retry_count,
-            request_context=pipeline.request_context,
-            tracing_context=pipeline.tracing_context,
-            abort_signal=pipeline.abort_signal,
+            message_list=message_list,
+            retry_count=retry_count,
+            request_context=request_context,
+            tracing_context=tracing_context,
+            abort_signal=abort_signal,
             emitter=outlet,
         )
         self.args.writer = ProcessorStreamWriter(outlet, spec.id)
@@ -207,10 +215,10 @@ class _Stage:
         self.outlet.out = out
 
     @property
-    def pipeline(self) -> OutputPipeline:
-        pipeline = self._pipeline()
-        assert pipeline is not None  # a stage only runs inside its pipeline
-        return pipeline
+    def flow(self) -> Flow:
+        flow = self._flow()
+        assert flow is not None  # a stage only runs inside its pipeline
+        return flow
 
     # attempts ---------------------------------------------------------------------
 
@@ -303,9 +311,7 @@ class _Stage:
     def parked(self) -> None:
         """A call of the hook parked: a boundary goes in before this stage."""
         self.watch = None
-        splitter = self.pipeline._splitter
-        if splitter is not None:
-            splitter.blocked(self.index)
+        self.flow.blocked(self.index)
 
     async def _call_watched(self) -> Any:
         """Await the async hook under the adaptive probe (``watch`` is set)."""
@@ -339,10 +345,10 @@ class _Stage:
         actor = self.actor
         # The actor's turn, inline (take_turn_nowait / release_turn): this is
         # the per-chunk path of every async hook.
-        if actor._busy or actor._waiting:
+        if actor._busy or actor._waiting:  # noqa: SLF001 - the turn, inline
             await actor.acquire()  # another hook of this processor is running
         else:
-            actor._busy = True
+            actor._busy = True  # noqa: SLF001 - the turn, inline
         try:
             if pending is not None:
                 result = await pending.awaitable
@@ -358,12 +364,12 @@ class _Stage:
                     # coroutine function, say): the contract awaits it.
                     result = await result
         except BaseException as exc:
-            return self._raised(exc, item)
+            return self.raised(exc, item)
         finally:
             actor.release_turn()
         if result is item or result is None or result.__class__ in _CHUNK_SET:
             return result
-        return self._checked(result, item)
+        return self.checked(result, item)
 
     def apply_nowait(self, item: Any) -> Any:
         """The fast path of ``apply`` for a sync hook when no other hook of this
@@ -372,7 +378,7 @@ class _Stage:
         Returns ``_SLOW`` when ``apply`` must be awaited instead, and a
         ``_Pending`` (for ``apply``) when the hook returned an awaitable."""
         actor = self.actor
-        if self.is_async or actor._busy or actor._waiting:
+        if self.is_async or actor._busy or actor._waiting:  # noqa: SLF001 - the turn
             return _SLOW
         self.parts.append(item)
         args = self.args
@@ -380,12 +386,12 @@ class _Stage:
         try:
             result = self.fn(args)
         except BaseException as exc:
-            return self._raised(exc, item)
+            return self.raised(exc, item)
         if result is item or result is None or result.__class__ in _CHUNK_SET:
             return result  # the common case, inline: this is the per-chunk path
         if inspect.isawaitable(result):
             return _Pending(result)
-        return self._checked(result, item)
+        return self.checked(result, item)
 
     async def take(self, item: Any, out: list[Any]) -> None:
         """Run one item through this stage as a task-mode stage does (actors
@@ -431,7 +437,7 @@ class _Stage:
         else:
             out.append(result)
 
-    def _raised(self, exc: BaseException, item: Any) -> Any:
+    def raised(self, exc: BaseException, item: Any) -> Any:
         """What a hook's exception means: its abort, a failure under the
         policy, or (cancellation and the like) something that must propagate."""
         if isinstance(exc, TripWire):
@@ -445,7 +451,7 @@ class _Stage:
                 return self._tripped(found)
         raise exc
 
-    def _checked(self, result: Any, item: Any) -> Any:
+    def checked(self, result: Any, item: Any) -> Any:
         """A result that is not a single chunk or None: a list of chunks, or a
         contract error handled by the failure policy."""
         if isinstance(result, list | tuple):
@@ -466,7 +472,7 @@ class _Stage:
             tripwire.processor_id = self.id
         if tripwire.retry:
             self.discarding = True
-            self.pipeline._note_retry(self.attempt)
+            self.flow.note_retry(self.attempt)
         else:
             self.stopped = True
         self.out.append(_End(self.actor, tripwire=tripwire))

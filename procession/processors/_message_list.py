@@ -40,6 +40,10 @@ from ..wire import (
     parse_system_message,
 )
 from ._reconcile import (
+    Reconciliation,
+    Source,
+    SystemInput,
+    fold,
     merge,
     reconcile,
     short_repr,
@@ -60,18 +64,11 @@ __all__ = [
 
 _log = get_logger("procession")
 
-Source: TypeAlias = Literal["input", "memory", "response"]
-"""Where a message came from: ``memory`` (loaded history), ``input`` (the new user
-turn) or ``response`` (generated in this run)."""
-
 MessageInput: TypeAlias = str | Message | SystemMessage | Mapping[str, Any]
 """What ``MessageList.add`` accepts for one message: a str (a user message), a
 ``Message``, a ``SystemMessage``, a Mastra DB-shaped dict (camelCase, ``content``
 an object) or a simple ``{"role", "content"}`` dict whose content is a str or a
 list of ``{"type": "text", "text": ...}`` parts."""
-
-SystemInput: TypeAlias = str | SystemMessage | Message | Mapping[str, Any]
-"""What the system-message methods accept for one system message."""
 
 _SOURCES: frozenset[str] = frozenset(get_args(Source))
 _TICK = _dt.timedelta(microseconds=1)
@@ -100,11 +97,10 @@ class MessageView:
         """The view's messages in conversation order: the live objects (edit
         their parts in place and the list sees it) in a new list (reordering
         the returned list does not reorder the conversation)."""
-        messages = self._list._messages
-        if self._source is None:
-            return list(messages)
-        sources, source = self._list._sources, self._source
-        return [m for m in messages if sources[m.id] == source]
+        message_list, source = self._list, self._source
+        if source is None:
+            return list(message_list)
+        return [m for m in message_list if message_list.get_source(m.id) == source]
 
     def core(self) -> list[PromptMessage]:
         """The view's messages in prompt form (``to_prompt_messages``), without
@@ -624,15 +620,56 @@ class MessageList:
         message, a malformed one, or an id returned twice raises
         ``ProcessorContractError`` naming ``processor_id`` and ``hook``.
         """
-        reconcile(
-            self,
-            returned,
-            scope=scope,
-            default_source=default_source,
-            system_messages=system_messages,
-            processor_id=processor_id,
-            hook=hook,
+        self._apply(
+            reconcile(
+                returned,
+                messages=self._messages,
+                sources=self._sources,
+                generate_id=self._generate_id,
+                scope=scope,
+                default_source=default_source,
+                system_messages=system_messages,
+                processor_id=processor_id,
+                hook=hook,
+            )
         )
+
+    def _apply(self, plan: Reconciliation) -> None:
+        """Make the changes ``reconcile`` worked out (and checked)."""
+        if plan.system_replacement is not None:
+            self._system = []
+            for system in plan.system_replacement:
+                self._add_system_one(system, None)
+        for system in plan.systems:
+            self._add_system_one(system, None)
+        if plan.in_place is not None:
+            for message in plan.in_place:
+                index = self._index(message.id)
+                assert index is not None
+                if self._messages[index] is not message:
+                    self._stamp(message)
+                    self._messages[index] = message
+                    self._set_source(message, self._sources[message.id])
+            return
+        block, block_sources, changed = fold(plan.block, self._take_new)
+        self._messages = [*plan.before, *block, *plan.after]
+        sources = self._sources
+        for gone in plan.touched - block_sources.keys():
+            sources.pop(gone, None)
+            self._unsaved.discard(gone)
+        for message_id, source in block_sources.items():
+            sources[message_id] = source
+            if source != "memory" and message_id in changed:
+                self._unsaved.add(message_id)
+
+    def _take_new(self, message: Message, source: Source) -> None:
+        """A message new to the list, taken in as ``add`` does: stamped, and
+        (a response) dated after the newest message so far."""
+        self._stamp(message)
+        if source == "response":
+            self._make_monotonic(message)
+        if source != "memory":
+            self._note_created(message)
 
 
 # --------------------------------------------------------------------- helpers

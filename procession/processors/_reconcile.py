@@ -9,14 +9,16 @@ Three rules live here, each acting on the list it is given:
 - *reconciling* the list with the messages a hook returned (``reconcile``), for
   ``MessageList.reconcile``, whose docstring is the contract (SPEC §2.11).
 
-They reach into the list's private state on purpose: they are the list's own
-behaviour, kept apart so that ``_message_list`` stays a store a reader can hold.
+They are the list's own behaviour, kept apart so that ``_message_list`` stays a
+store a reader can hold. None of them touches the list: they are given what
+they read, and ``reconcile`` returns a plan (``Reconciliation``) that the list
+applies itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, get_args
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, NoReturn, Protocol, TypeAlias, get_args
 
 import attrs
 
@@ -34,10 +36,12 @@ from ..data import (
 )
 from ..wire import parse_message, parse_system_message
 
-if TYPE_CHECKING:
-    from ._message_list import MessageList, Source, SystemInput
-
 __all__ = [
+    "Placed",
+    "Reconciliation",
+    "Source",
+    "SystemInput",
+    "fold",
     "merge",
     "reconcile",
     "short_repr",
@@ -45,6 +49,13 @@ __all__ = [
     "tool_part_fields",
     "updated_tool_part",
 ]
+
+Source: TypeAlias = Literal["input", "memory", "response"]
+"""Where a message came from: ``memory`` (loaded history), ``input`` (the new user
+turn) or ``response`` (generated in this run)."""
+
+SystemInput: TypeAlias = str | SystemMessage | Message | Mapping[str, Any]
+"""What the system-message methods accept for one system message."""
 
 _TOOL_STATES: frozenset[str] = frozenset(get_args(ToolInvocationState))
 _MERGE_STATES = frozenset(
@@ -277,19 +288,60 @@ class _Fail(Protocol):
     ) -> NoReturn: ...
 
 
+@attrs.frozen
+class Placed:
+    """A returned message as it goes into the new block."""
+
+    message: Message
+    source: Source
+    """The source it keeps (``default_source`` for a new id)."""
+    stored: Message | None
+    """What the list held under its id (``None``: a new id)."""
+
+
+@attrs.frozen
+class Reconciliation:
+    """What ``MessageList.reconcile`` changes, worked out and checked before
+    anything changes (``reconcile``); the list applies it itself. System
+    messages first, then the conversation: either ``in_place`` or the
+    ``block`` between ``before`` and ``after``."""
+
+    system_replacement: tuple[SystemMessage, ...] | None
+    """The new untagged system messages, if the hook replaced them."""
+    systems: tuple[SystemMessage, ...]
+    """Untagged system messages to add (the returned entries with role system)."""
+    in_place: tuple[Message, ...] | None
+    """The same ids as the scope, in the same order: each object takes the
+    place and the source of the stored one with its id (``None``: the block
+    below instead)."""
+    before: tuple[Message, ...] = ()
+    """The messages the block does not touch, before it."""
+    block: tuple[Placed, ...] = ()
+    """The returned messages, in the returned order (``fold`` merges them)."""
+    after: tuple[Message, ...] = ()
+    """The messages the block does not touch, after it."""
+    touched: frozenset[str] = frozenset()
+    """The ids of the scope and of the returned messages: those that are not
+    in the block once folded are gone from the list."""
+
+
 def reconcile(
-    store: MessageList,
     returned: Iterable[Message | SystemMessage | Mapping[str, Any]],
     *,
+    messages: Sequence[Message],
+    sources: Mapping[str, Source],
+    generate_id: Callable[[], str],
     scope: str,
     default_source: Source,
     system_messages: Iterable[SystemInput] | None,
     processor_id: str,
     hook: str,
-) -> None:
-    """Make ``store`` agree with ``returned``, as ``MessageList.reconcile``
-    promises: everything is checked before anything changes, and a violation
-    raises ``ProcessorContractError`` naming ``processor_id`` and ``hook``."""
+) -> Reconciliation:
+    """What makes a list of ``messages`` (from ``sources``, by id) agree with
+    ``returned``, as ``MessageList.reconcile`` promises. Everything is checked
+    here, and nothing is changed (``generate_id`` makes the ids of new
+    messages): a violation raises ``ProcessorContractError`` naming
+    ``processor_id`` and ``hook``."""
 
     def fail(problem: str, cause: BaseException | None = None) -> NoReturn:
         raise ProcessorContractError(processor_id, hook, problem) from cause
@@ -298,28 +350,42 @@ def reconcile(
         isinstance(returned, Iterable)
     ):
         fail(f"returned {short_repr(returned)}; expected a list of messages")
-    conversation, systems = _read_returned(store, returned, fail)
+    live = {m.id: m for m in messages}
+    conversation, systems = _read_returned(live, returned, generate_id, fail)
     replacement = (
         None
         if system_messages is None
-        else _read_system_replacement(system_messages, fail)
+        else tuple(_read_system_replacement(system_messages, fail))
     )
-
-    if replacement is not None:
-        store._system = []
-        for system in replacement:
-            store._add_system_one(system, None)
-    for system in systems:
-        store._add_system_one(system, None)
-    _reconcile_conversation(store, conversation, scope, default_source)
+    in_scope = [m for m in messages if scope == "all" or sources[m.id] == scope]
+    if _same_ids(in_scope, conversation):
+        return Reconciliation(replacement, tuple(systems), tuple(conversation))
+    scope_ids = {m.id for m in in_scope}
+    returned_ids = {m.id for m in conversation}
+    kept, anchor = _kept_and_anchor(messages, sources, scope_ids, returned_ids, scope)
+    return Reconciliation(
+        replacement,
+        tuple(systems),
+        None,
+        before=tuple(kept[:anchor]),
+        block=tuple(
+            Placed(m, sources.get(m.id, default_source), live.get(m.id))
+            for m in conversation
+        ),
+        after=tuple(kept[anchor:]),
+        touched=frozenset(scope_ids | returned_ids),
+    )
 
 
 def _read_returned(
-    store: MessageList, returned: Iterable[object], fail: _Fail
+    live: Mapping[str, Message],
+    returned: Iterable[object],
+    generate_id: Callable[[], str],
+    fail: _Fail,
 ) -> tuple[list[Message], list[SystemMessage]]:
     """The returned entries as conversation messages and system messages, each
-    checked; the stored objects among them are taken as they are."""
-    live = {m.id: m for m in store._messages}
+    checked; the stored objects among them (``live``, by id) are taken as they
+    are."""
     conversation: list[Message] = []
     systems: list[SystemMessage] = []
     for index, entry in enumerate(returned):
@@ -336,7 +402,7 @@ def _read_returned(
                 f"(or a Mastra message dict)"
             )
         try:
-            message = parse_message(entry, generate_id=store._generate_id)
+            message = parse_message(entry, generate_id=generate_id)
         except MessageFormatError as error:
             fail(f"returned a malformed message at index {index}: {error}", error)
         if isinstance(message, SystemMessage):
@@ -370,57 +436,26 @@ def _read_system_replacement(
         fail(f"returned an invalid system message: {error}", error)
 
 
-def _reconcile_conversation(
-    store: MessageList, returned: list[Message], scope: str, default_source: Source
-) -> None:
-    sources = store._sources
-    in_scope = [m for m in store._messages if scope == "all" or sources[m.id] == scope]
-    if _replaced_in_place(store, in_scope, returned):
-        return
-    scope_ids = {m.id for m in in_scope}
-    returned_ids = {m.id for m in returned}
-    kept, anchor = _kept_and_anchor(store, scope_ids, returned_ids, scope)
-    block, block_sources, changed = _fold_block(store, returned, default_source)
-    store._messages = kept[:anchor] + block + kept[anchor:]
-    for gone in (scope_ids | returned_ids) - block_sources.keys():
-        sources.pop(gone, None)
-        store._unsaved.discard(gone)
-    for message_id, source in block_sources.items():
-        sources[message_id] = source
-        if source != "memory" and message_id in changed:
-            store._unsaved.add(message_id)
-
-
-def _replaced_in_place(
-    store: MessageList, in_scope: list[Message], returned: list[Message]
-) -> bool:
-    """Whether ``returned`` has the ids of ``in_scope`` in the same order; if so,
-    each new object has taken its stored one's place and source."""
+def _same_ids(in_scope: list[Message], returned: list[Message]) -> bool:
+    """Whether ``returned`` has the ids of ``in_scope`` in the same order (then
+    each new object takes its stored one's place and source)."""
     if len(in_scope) != len(returned):
         return False
-    pairs = list(zip(in_scope, returned, strict=True))
-    if all(a is b for a, b in pairs):
-        return True
-    if not all(a.id == b.id for a, b in pairs):
-        return False
-    for message in returned:
-        index = store._index(message.id)
-        assert index is not None
-        if store._messages[index] is not message:
-            store._stamp(message)
-            store._messages[index] = message
-            store._set_source(message, store._sources[message.id])
-    return True
+    return all(a is b or a.id == b.id for a, b in zip(in_scope, returned, strict=True))
 
 
 def _kept_and_anchor(
-    store: MessageList, scope_ids: set[str], returned_ids: set[str], scope: str
+    messages: Sequence[Message],
+    sources: Mapping[str, Source],
+    scope_ids: set[str],
+    returned_ids: set[str],
+    scope: str,
 ) -> tuple[list[Message], int]:
     """The messages the block does not touch, in order, and the index among them
     where the block goes: where the scope's first message was."""
     kept: list[Message] = []
     anchor: int | None = None
-    for message in store._messages:
+    for message in messages:
         if anchor is None and message.id in scope_ids:
             anchor = len(kept)
         if message.id not in scope_ids and message.id not in returned_ids:
@@ -429,40 +464,35 @@ def _kept_and_anchor(
         return kept, anchor
     if scope == "input":
         # New input goes before this run's response, if there is one.
-        sources = store._sources
         return kept, next(
             (i for i, m in enumerate(kept) if sources[m.id] == "response"), len(kept)
         )
     return kept, len(kept)
 
 
-def _fold_block(
-    store: MessageList, returned: list[Message], default_source: Source
+def fold(
+    block: Iterable[Placed], take_new: Callable[[Message, Source], None]
 ) -> tuple[list[Message], dict[str, Source], set[str]]:
-    """The returned messages as the new block (new ones stamped and dated as
-    ``add`` does, assistant runs merged), each id's source, and the changed ids."""
-    live = {m.id: m for m in store._messages}
-    block: list[Message] = []
-    block_sources: dict[str, Source] = {}
+    """A ``Reconciliation``'s block as it goes in: each new message first
+    taken in by the list (``take_new``: stamped and dated as ``add`` does),
+    assistant runs merged. Returns the block, each id's source and the
+    changed ids."""
+    folded: list[Message] = []
+    folded_sources: dict[str, Source] = {}
     changed: set[str] = set()
-    for message in returned:
-        stored = live.get(message.id)
-        source = store._sources.get(message.id, default_source)
-        if stored is None:
-            store._stamp(message)
-            if source == "response":
-                store._make_monotonic(message)
-            if source != "memory":
-                store._note_created(message)
-        if stored is not message:
+    for placed in block:
+        message, source = placed.message, placed.source
+        if placed.stored is None:
+            take_new(message, source)
+        if placed.stored is not message:
             changed.add(message.id)
-        previous = block[-1] if block else None
+        previous = folded[-1] if folded else None
         if previous is not None and should_merge(previous, message, source):
             merge(previous, message)
             changed.add(previous.id)
             if source == "response":
-                block_sources[previous.id] = "response"
+                folded_sources[previous.id] = "response"
             continue
-        block.append(message)
-        block_sources[message.id] = source
-    return block, block_sources, changed
+        folded.append(message)
+        folded_sources[message.id] = source
+    return folded, folded_sources, changed

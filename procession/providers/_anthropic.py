@@ -404,4 +404,5 @@ class AnthropicResponse(ProviderResponse):
         )
 
 
-AnthropicModel._response_class = AnthropicResponse
+# The model's own class attribute, set once its response class exists.
+AnthropicModel._response_class = AnthropicResponse  # noqa: SLF001

@@ -360,4 +360,5 @@ class OpenAIChatResponse(ProviderResponse):
         )
 
 
-OpenAIChatModel._response_class = OpenAIChatResponse
+# The model's own class attribute, set once its response class exists.
+OpenAIChatModel._response_class = OpenAIChatResponse  # noqa: SLF001

@@ -366,4 +366,5 @@ class OpenAIResponsesResponse(ProviderResponse):
         )
 
 
-OpenAIResponsesModel._response_class = OpenAIResponsesResponse
+# The model's own class attribute, set once its response class exists.
+OpenAIResponsesModel._response_class = OpenAIResponsesResponse  # noqa: SLF001

@@ -21,4 +21,4 @@ async def crash_run(stream: AgentStream) -> bool:
     write is one transaction, whole or absent, and the real ``kill -9``
     tests check that. Checkpoints (waits for the run to stop)."""
     # (the one way in, on purpose: not a method a client should see)
-    return await stream._abandon()
+    return await stream._abandon()  # noqa: SLF001 - on purpose, as said above

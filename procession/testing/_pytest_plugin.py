@@ -118,7 +118,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if not inspect.iscoroutinefunction(fn) or _belongs_elsewhere(pyfuncitem):
         return None
     kwargs = {
-        name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames
+        # pytest's own fixture names for the test (pytest-trio reads them too).
+        name: pyfuncitem.funcargs[name]
+        for name in pyfuncitem._fixtureinfo.argnames  # noqa: SLF001
     }
     trio.run(functools.partial(fn, **kwargs), clock=_clock_for(pyfuncitem, kwargs))
     return True

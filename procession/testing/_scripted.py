@@ -304,7 +304,8 @@ class _ScriptedCall:
                 "call model.stream(request) again for another call"
             )
         self._entered = True
-        self._response = await self._model._start(self._request)
+        # The model's and the response's own steps: this context is their door.
+        self._response = await self._model._start(self._request)  # noqa: SLF001
         return self._response
 
     async def __aexit__(
@@ -316,7 +317,7 @@ class _ScriptedCall:
         """Close the response. Never checkpoints, so leaving the block cannot
         replace the exception in flight with ``Cancelled``."""
         if self._response is not None:
-            self._response._close()
+            self._response._close()  # noqa: SLF001
 
 
 # --------------------------------------------------------------------------- #

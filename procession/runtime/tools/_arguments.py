@@ -73,7 +73,7 @@ def parse_arguments(tool: Tool, raw: Mapping[str, Any] | str | None) -> Any:
             ``expected an integer, got '5' @ $.count`` (up to ten).
     """
     data = _decode(tool.name, raw)
-    checker = tool._checker
+    checker = tool._checker  # noqa: SLF001 - the schema the Tool compiled for this
     if checker is None:
         return data
     try:

@@ -106,8 +106,10 @@ class ToolSet(Mapping[str, Tool]):
         """Tools and sources in the order given (for a set with sources)."""
         self._sources: tuple[ToolSource, ...] = ()
         if isinstance(tools, ToolSet):
-            self._tools = dict(tools._tools)
-            self._entries, self._sources = tools._entries, tools._sources
+            # A copy of another set: the same class, so its fields are ours to read.
+            self._tools = dict(tools._tools)  # noqa: SLF001
+            self._entries = tools._entries  # noqa: SLF001
+            self._sources = tools._sources  # noqa: SLF001
             return
         if isinstance(tools, Mapping):
             for key, value in tools.items():
