@@ -21,19 +21,7 @@ PACKAGE = pathlib.Path(procession.__file__).parent
 
 # Cycles that remain, each with its reason; remove an entry when it is fixed
 # (the test fails on a cycle that is listed but gone, so the list stays true).
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # _answer and _takeover annotate the Agent they are handed (TYPE_CHECKING
-    # imports of _agent, which imports them). The fix (the agent passes what
-    # they use, or they type it with a protocol) belongs with the work on
-    # _agent.py and _takeover.py in flight on another branch.
-    frozenset(
-        {
-            "procession.runtime._agent",
-            "procession.runtime._answer",
-            "procession.runtime._takeover",
-        }
-    ): "runtime: _answer/_takeover annotate Agent (type-only imports)",
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _modules(package: pathlib.Path) -> dict[str, tuple[pathlib.Path, bool]]:

@@ -16,20 +16,18 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import attrs
 
 from .._errors import NoRunStorageError, ToolCallNotPendingError, WaitingRunNotFound
 from ..data import PendingToolCall
 from ..memory import RunRecord, RunStorage
+from ._agent_face import AgentFace
 from ._options import CallOptions
 from ._snapshot import Restored, apply_snapshot, pending_from_json, restore_snapshot
 from ._state import RunSpec, RunState
 from ._stream import AgentStream, Continuation, open_stream
-
-if TYPE_CHECKING:
-    from ._agent import Agent
 
 __all__ = ["Answer", "SuspendedRun", "continue_run", "suspended_runs"]
 
@@ -48,7 +46,7 @@ class SuspendedRun:
     tool_calls: tuple[PendingToolCall, ...]
 
 
-def _storage(agent: Agent) -> RunStorage:
+def _storage(agent: AgentFace) -> RunStorage:
     storage = agent.run_storage
     if storage is None:
         raise NoRunStorageError(
@@ -60,7 +58,7 @@ def _storage(agent: Agent) -> RunStorage:
 
 
 async def suspended_runs(
-    agent: Agent, *, resource_id: str | None, thread_id: str | None
+    agent: AgentFace, *, resource_id: str | None, thread_id: str | None
 ) -> list[SuspendedRun]:
     """``Agent.list_suspended_runs``. Checkpoints."""
     records = await _storage(agent).list_runs(
@@ -79,7 +77,7 @@ async def suspended_runs(
 
 
 def continued_spec(
-    agent: Agent,
+    agent: AgentFace,
     prepare: Callable[[Any, CallOptions], tuple[RunSpec, Any]],
     restored: Restored,
     run: RunRecord,
@@ -110,7 +108,7 @@ def continued_spec(
 
 @asynccontextmanager
 async def continue_run(
-    agent: Agent,
+    agent: AgentFace,
     prepare: Callable[[Any, CallOptions], tuple[RunSpec, Any]],
     run_id: str,
     tool_call_id: str | None,
@@ -167,7 +165,7 @@ async def continue_run(
 
 
 def _checked(
-    agent: Agent,
+    agent: AgentFace,
     waiting: RunRecord,
     tool_call_id: str | None,
     answer: Answer,
@@ -219,7 +217,7 @@ def _checked(
     return answer, reason, data
 
 
-def _ttl(agent: Agent, waiting: RunRecord) -> float | None:
+def _ttl(agent: AgentFace, waiting: RunRecord) -> float | None:
     snapshot = waiting.snapshot or {}
     options = snapshot.get("options") or {}
     if "approvalTtl" in options:

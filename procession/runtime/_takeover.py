@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -14,6 +14,7 @@ import trio
 from .._errors import NoRunStorageError, SnapshotError
 from .._secrets import get_logger
 from ..memory import RunLostError, RunRecord, RunStorage, StorageError
+from ._agent_face import AgentFace
 from ._answer import continued_spec
 from ._durable import Durable, Takeover, check_durable, process_owner
 from ._options import CallOptions
@@ -21,17 +22,17 @@ from ._snapshot import apply_checkpoint, apply_snapshot, restore_snapshot
 from ._state import RunSpec, RunState
 from ._stream import AgentStream, Continuation, open_stream
 
-if TYPE_CHECKING:
-    from ._agent import Agent
-
 __all__ = ["adopt_lapsed_runs", "take_over_run"]
+
+A = TypeVar("A", bound=AgentFace)
+"""The agents ``adopt_lapsed_runs`` serves (``Agent``)."""
 
 logger = get_logger("procession")
 
 
 @asynccontextmanager
 async def take_over_run(
-    agent: Agent,
+    agent: AgentFace,
     prepare: Callable[[Any, CallOptions], tuple[RunSpec, Any]],
     record: RunRecord,
     durable: Durable | None = None,
@@ -106,8 +107,8 @@ async def take_over_run(
 
 
 async def adopt_lapsed_runs(
-    agents: Sequence[Agent],
-    serve: Callable[[Agent, RunRecord], Awaitable[None]],
+    agents: Sequence[A],
+    serve: Callable[[A, RunRecord], Awaitable[None]],
     *,
     poll_s: float = 0.05,
     until: trio.Event | None = None,
@@ -123,7 +124,7 @@ async def adopt_lapsed_runs(
     Once ``until`` is set it takes no more runs, and returns when the ones it
     serves have ended (a server shutting down hands them over: ``serve``
     sees to it)."""
-    by_storage: dict[int, tuple[RunStorage, dict[str, Agent]]] = {}
+    by_storage: dict[int, tuple[RunStorage, dict[str, A]]] = {}
     for agent in agents:
         storage = agent.run_storage
         if storage is None:
@@ -131,7 +132,7 @@ async def adopt_lapsed_runs(
         by_storage.setdefault(id(storage), (storage, {}))[1][agent.id] = agent
     serving: set[str] = set()
 
-    async def serve_one(agent: Agent, record: RunRecord) -> None:
+    async def serve_one(agent: A, record: RunRecord) -> None:
         try:
             await serve(agent, record)
         except RunLostError:
