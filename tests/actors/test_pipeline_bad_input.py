@@ -9,13 +9,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pipeline_helpers import (
-    Recorder,
-    each_mode,
-    from_list,
-    run,
-    texts,
-)
 
 from procession import (
     ConfigurationError,
@@ -27,6 +20,13 @@ from procession.actors import (
 from procession.chunks import (
     text_delta,
     to_wire,
+)
+from tests.actors.pipeline_helpers import (
+    Recorder,
+    each_mode,
+    from_list,
+    run,
+    texts,
 )
 
 # --- bad input ----------------------------------------------------------------------

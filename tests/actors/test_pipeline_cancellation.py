@@ -12,13 +12,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from pipeline_helpers import (
-    Recorder,
-    Scripted,
-    each_mode,
-    run,
-    texts,
-)
 
 from procession.actors import (
     ExecutionMode,
@@ -30,6 +23,13 @@ from procession.chunks import (
 from procession.processors import (
     AbortSignal,
     ProcessOutputStreamArgs,
+)
+from tests.actors.pipeline_helpers import (
+    Recorder,
+    Scripted,
+    each_mode,
+    run,
+    texts,
 )
 
 # --- leaving early, cancellation ----------------------------------------------------

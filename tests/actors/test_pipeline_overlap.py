@@ -8,13 +8,6 @@ from typing import Any
 
 import trio
 import trio.testing
-from pipeline_helpers import (
-    each_mode,
-    from_list,
-    part_text,
-    run,
-    texts,
-)
 
 from procession.actors import (
     ExecutionMode,
@@ -28,6 +21,13 @@ from procession.processors import (
     HookArgs,
     ProcessOutputStreamArgs,
     register_processors,
+)
+from tests.actors.pipeline_helpers import (
+    each_mode,
+    from_list,
+    part_text,
+    run,
+    texts,
 )
 
 # --- actors: overlap and serialisation ----------------------------------------------

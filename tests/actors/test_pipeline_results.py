@@ -12,15 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pipeline_helpers import (
-    Recorder,
-    Scripted,
-    each_mode,
-    part_text,
-    rewritten,
-    run,
-    texts,
-)
 
 from procession.actors import (
     ExecutionMode,
@@ -35,6 +26,15 @@ from procession.chunks import (
 )
 from procession.processors import (
     ProcessOutputStreamArgs,
+)
+from tests.actors.pipeline_helpers import (
+    Recorder,
+    Scripted,
+    each_mode,
+    part_text,
+    rewritten,
+    run,
+    texts,
 )
 
 # --- results: drop, split, rewrite, identity -------------------------------------

@@ -6,17 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline_helpers import (
-    Driver,
-    Recorder,
-    Scripted,
-    attempts,
-    each_mode,
-    part_text,
-    run,
-    texts,
-)
-
 from procession.actors import (
     ExecutionMode,
     open_output_pipeline,
@@ -27,6 +16,16 @@ from procession.chunks import (
 )
 from procession.processors import (
     ProcessOutputStreamArgs,
+)
+from tests.actors.pipeline_helpers import (
+    Driver,
+    Recorder,
+    Scripted,
+    attempts,
+    each_mode,
+    part_text,
+    run,
+    texts,
 )
 
 # --- retries and error chunks ------------------------------------------------------

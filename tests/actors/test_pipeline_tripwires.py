@@ -10,15 +10,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from pipeline_helpers import (
-    Recorder,
-    Scripted,
-    each_mode,
-    from_list,
-    part_text,
-    run,
-    texts,
-)
 
 from procession import (
     ProcessorContractError,
@@ -38,6 +29,15 @@ from procession.chunks import (
 from procession.processors import (
     ProcessorViolation,
     ProcessOutputStreamArgs,
+)
+from tests.actors.pipeline_helpers import (
+    Recorder,
+    Scripted,
+    each_mode,
+    from_list,
+    part_text,
+    run,
+    texts,
 )
 
 # --- tripwires ------------------------------------------------------------------

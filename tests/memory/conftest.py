@@ -13,8 +13,7 @@ import pytest
 import trio
 
 from procession.memory import MemoryStorage, PostgresStorage, SqliteStorage
-
-from .memory_helpers import (
+from tests.memory.memory_helpers import (
     BACKENDS,
     SQLITE_SLOW,
     Backend,

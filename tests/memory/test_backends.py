@@ -19,8 +19,7 @@ from procession.memory import (
     StorageUnavailableError,
 )
 from procession.messages import Message
-
-from .memory_helpers import postgres_dsn
+from tests.memory.memory_helpers import postgres_dsn
 
 pytestmark = pytest.mark.procession_real_clock
 

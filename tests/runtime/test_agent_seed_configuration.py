@@ -8,18 +8,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from seed_agent_helpers import (
-    HISTORY,
-    context_length_error,
-    of_type,
-    run_stream,
-    user_texts,
-)
-from seed_processors import (
-    ContentFilter,
-    ErrorRecoveryProcessor,
-    WordCounter,
-)
 
 from procession import Agent, Processor
 from procession.chunks import (
@@ -32,6 +20,18 @@ from procession.processors import (
 from procession.testing import (
     ScriptedModel,
     text_turn,
+)
+from tests.runtime.seed_agent_helpers import (
+    HISTORY,
+    context_length_error,
+    of_type,
+    run_stream,
+    user_texts,
+)
+from tests.seed_processors import (
+    ContentFilter,
+    ErrorRecoveryProcessor,
+    WordCounter,
 )
 
 # --- The seed's processor configuration example -------------------------------------

@@ -9,18 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from seed_agent_helpers import (
-    conversation_texts,
-    get_weather,
-    system_texts,
-    tool_results_in,
-    user_texts,
-)
-from seed_processors import (
-    DynamicModelProcessor,
-    LowercaseProcessor,
-    ReasoningTransformer,
-)
 
 from procession import Agent, Processor
 from procession.chunks import (
@@ -40,6 +28,18 @@ from procession.testing import (
     ScriptedModel,
     reasoning_turn,
     tool_call_turn,
+)
+from tests.runtime.seed_agent_helpers import (
+    conversation_texts,
+    get_weather,
+    system_texts,
+    tool_results_in,
+    user_texts,
+)
+from tests.seed_processors import (
+    DynamicModelProcessor,
+    LowercaseProcessor,
+    ReasoningTransformer,
 )
 
 # --- DynamicModelProcessor (process_input_step: model and tool choice) ---------------

@@ -8,23 +8,6 @@ once.
 from __future__ import annotations
 
 import pytest
-from seed_agent_helpers import (
-    FEEDBACK,
-    GOOD_ANSWER,
-    HISTORY,
-    MODES,
-    CityInput,
-    context_length_error,
-    conversation_texts,
-    of_type,
-    run_stream,
-    system_texts,
-    tool_results_in,
-)
-from seed_processors import (
-    ErrorRecoveryProcessor,
-    QualityGuardrail,
-)
 
 from procession import Agent, Processor, ProviderError
 from procession.actors import ExecutionMode
@@ -49,6 +32,23 @@ from procession.testing import (
     assert_run_shape,
     text_turn,
     tool_call_turn,
+)
+from tests.runtime.seed_agent_helpers import (
+    FEEDBACK,
+    GOOD_ANSWER,
+    HISTORY,
+    MODES,
+    CityInput,
+    context_length_error,
+    conversation_texts,
+    of_type,
+    run_stream,
+    system_texts,
+    tool_results_in,
+)
+from tests.seed_processors import (
+    ErrorRecoveryProcessor,
+    QualityGuardrail,
 )
 
 # --- QualityGuardrail (process_output_step, retry with feedback) --------------------

@@ -10,20 +10,6 @@ import logging
 from typing import Any
 
 import pytest
-from seed_agent_helpers import (
-    MODES,
-    CityInput,
-    get_weather,
-    of_type,
-    run_stream,
-    user_texts,
-)
-from seed_processors import (
-    ContentFilter,
-    ModerationCollector,
-    WordCounter,
-    content_filter_for,
-)
 
 from procession import Agent
 from procession.actors import ExecutionMode
@@ -41,6 +27,20 @@ from procession.testing import (
     ScriptedModel,
     text_turn,
     tool_call_turn,
+)
+from tests.runtime.seed_agent_helpers import (
+    MODES,
+    CityInput,
+    get_weather,
+    of_type,
+    run_stream,
+    user_texts,
+)
+from tests.seed_processors import (
+    ContentFilter,
+    ModerationCollector,
+    WordCounter,
+    content_filter_for,
 )
 
 # --- ContentFilter (process_input and process_output_stream) ------------------------

@@ -6,18 +6,6 @@ next prompt, and ScanToolResult blocks a prompt injection in one.
 from __future__ import annotations
 
 import attrs
-from seed_agent_helpers import (
-    CityInput,
-    get_weather,
-    of_type,
-    run_stream,
-    tool_parts,
-    tool_results_in,
-)
-from seed_processors import (
-    RedactToolResult,
-    ScanToolResult,
-)
 
 from procession import Agent
 from procession.chunks import (
@@ -28,6 +16,18 @@ from procession.runtime.tools import tool
 from procession.testing import (
     ScriptedModel,
     tool_call_turn,
+)
+from tests.runtime.seed_agent_helpers import (
+    CityInput,
+    get_weather,
+    of_type,
+    run_stream,
+    tool_parts,
+    tool_results_in,
+)
+from tests.seed_processors import (
+    RedactToolResult,
+    ScanToolResult,
 )
 
 # --- RedactToolResult and ScanToolResult (process_tool_result) ----------------------

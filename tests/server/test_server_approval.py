@@ -14,13 +14,13 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from node_fixture import node_clients_dir
-from server_helpers import request, sse_events
 
 from procession import Agent, tool
 from procession.memory import Memory, SqliteStorage
 from procession.server import create_app, serve
 from procession.testing import ScriptedModel, text_turn, tool_call_turn
+from tests.server.node_fixture import node_clients_dir
+from tests.server.server_helpers import request, sse_events
 
 pytestmark = pytest.mark.procession_real_clock
 

@@ -24,10 +24,16 @@ import attrs
 import httpx2
 import pytest
 import trio
-from clerk_target import words
-from redis_helpers import Replica, entry_key, open_sse, postgres_dsn, serving
 
 from procession.memory import PostgresStorage
+from tests.server.clerk_target import words
+from tests.server.redis_helpers import (
+    Replica,
+    entry_key,
+    open_sse,
+    postgres_dsn,
+    serving,
+)
 
 TARGET = pathlib.Path(__file__).with_name("clerk_target.py")
 ADA = {"authorization": "Bearer ada-token"}

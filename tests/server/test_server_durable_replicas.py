@@ -33,7 +33,9 @@ import attrs
 import h11
 import pytest
 import trio
-from redis_helpers import (
+
+from procession.memory import PostgresStorage, SqliteStorage
+from tests.server.redis_helpers import (
     Replica,
     entry_key,
     open_sse,
@@ -41,9 +43,7 @@ from redis_helpers import (
     serving,
     unique_prefix,
 )
-from scribe_target import words
-
-from procession.memory import PostgresStorage, SqliteStorage
+from tests.server.scribe_target import words
 
 pytestmark = pytest.mark.procession_real_clock
 

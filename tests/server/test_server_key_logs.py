@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import trio
-from redis_helpers import redis_url, unique_prefix
 
 from procession.server import InProcessRunBus, RedisRunBus, ReplayGap
 from procession.server._streaming import RunReader, RunRegistry
+from tests.server.redis_helpers import redis_url, unique_prefix
 
 
 def test_a_release_by_the_paused_part_keeps_the_continuation() -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from node_fixture import node_clients_dir, run_node_against
-from server_helpers import make_agent
 
 from procession.server import create_app
 from procession.testing import text_turn
+from tests.server.node_fixture import node_clients_dir, run_node_against
+from tests.server.server_helpers import make_agent
 
 NODE = shutil.which("node")
 pytestmark = [

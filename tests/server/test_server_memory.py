@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 import trio
-from node_fixture import node_clients_dir
-from server_helpers import make_agent, request, sse_events
 
 from procession.memory import Memory, SqliteStorage
 from procession.server import create_app, serve
 from procession.testing import ScriptedModel, text_turn
+from tests.server.node_fixture import node_clients_dir
+from tests.server.server_helpers import make_agent, request, sse_events
 
 
 @pytest.fixture(scope="session")

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import trio
-from node_fixture import node_clients_dir
-from server_helpers import make_agent, request
 
 from procession.server import create_app, load_target, serve
 from procession.testing import ScriptedModel
+from tests.server.node_fixture import node_clients_dir
+from tests.server.server_helpers import make_agent, request
 
 
 @pytest.fixture(scope="session")

@@ -17,20 +17,6 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from redis_helpers import (
-    PrivateRedis,
-    entry_key,
-    free_port,
-    makes_redis_unreachable,
-    open_sse,
-    redis_binary,
-    redis_url,
-    replicas,
-    text_of,
-    unique_prefix,
-)
-from redis_target import slow_turn
-from server_helpers import make_agent, open_exchange, request, sse_events
 
 from procession import ConfigurationError
 from procession._cli import main
@@ -45,6 +31,20 @@ from procession.server import (
     serve,
 )
 from procession.testing import ScriptedModel
+from tests.server.redis_helpers import (
+    PrivateRedis,
+    entry_key,
+    free_port,
+    makes_redis_unreachable,
+    open_sse,
+    redis_binary,
+    redis_url,
+    replicas,
+    text_of,
+    unique_prefix,
+)
+from tests.server.redis_target import slow_turn
+from tests.server.server_helpers import make_agent, open_exchange, request, sse_events
 
 WORDS = "".join(f"w{i} " for i in range(40))
 

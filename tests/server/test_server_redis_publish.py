@@ -9,12 +9,12 @@ import re
 from typing import Any
 
 import pytest
-from redis_helpers import entry_key, redis_url, unique_prefix
-from server_helpers import make_agent, request
 
 from procession.chunks import TextDeltaChunk, TextDeltaPayload
 from procession.server import InProcessRunBus, RedisRunBus, create_app
 from procession.testing import ScriptedModel
+from tests.server.redis_helpers import entry_key, redis_url, unique_prefix
+from tests.server.server_helpers import make_agent, request
 
 _FRAME = re.compile(rb"id: (\d+-\d+)\ndata: ([^\n]*)\n\n")
 WORDS = 400

@@ -12,7 +12,14 @@ from typing import Any
 
 import httpx2
 import trio
-from redis_helpers import entry_key, open_sse, redis_url, replicas, unique_prefix
+
+from tests.server.redis_helpers import (
+    entry_key,
+    open_sse,
+    redis_url,
+    replicas,
+    unique_prefix,
+)
 
 
 def _types(frames: list[tuple[str, Any]]) -> list[str]:

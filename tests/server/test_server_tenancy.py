@@ -15,13 +15,19 @@ from typing import Any
 import jwt
 import pytest
 import trio
-from redis_helpers import redis_url, unique_prefix
-from server_helpers import Exchange, make_agent, open_exchange, request, sse_events
 
 from procession import ConfigurationError, message_text
 from procession.processors import Processor
 from procession.server import ProcessionApp, RedisRunBus, create_app
 from procession.testing import ScriptedModel
+from tests.server.redis_helpers import redis_url, unique_prefix
+from tests.server.server_helpers import (
+    Exchange,
+    make_agent,
+    open_exchange,
+    request,
+    sse_events,
+)
 
 ADA = {"authorization": "Bearer ada-token"}
 BOB = {"authorization": "Bearer bob-token"}

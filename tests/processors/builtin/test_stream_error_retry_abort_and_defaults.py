@@ -16,14 +16,6 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
-from stream_error_retry_helpers import (
-    RETRY,
-    chained,
-    decide,
-    is_econnreset,
-    make_args,
-    timed,
-)
 
 from procession import ProviderError
 from procession.processors import (
@@ -32,6 +24,14 @@ from procession.processors import (
     RetryMatcher,
     StreamErrorRetryProcessor,
     is_bad_request_error,
+)
+from tests.processors.builtin.stream_error_retry_helpers import (
+    RETRY,
+    chained,
+    decide,
+    is_econnreset,
+    make_args,
+    timed,
 )
 
 # --- abort --------------------------------------------------------------------------

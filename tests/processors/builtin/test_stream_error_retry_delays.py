@@ -16,20 +16,20 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
-from stream_error_retry_helpers import (
-    RETRY,
-    decide,
-    is_econnreset,
-    make_args,
-    retried_at,
-    timed,
-)
 
 from procession import ProviderError
 from procession.processors import (
     ProcessAPIErrorArgs,
     RetryMatcher,
     StreamErrorRetryProcessor,
+)
+from tests.processors.builtin.stream_error_retry_helpers import (
+    RETRY,
+    decide,
+    is_econnreset,
+    make_args,
+    retried_at,
+    timed,
 )
 
 # --- the budget ---------------------------------------------------------------------

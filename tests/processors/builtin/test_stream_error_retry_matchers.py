@@ -12,7 +12,15 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
-from stream_error_retry_helpers import (
+
+from procession import ConfigurationError, ProviderError
+from procession.processors import (
+    RetryMatcher,
+    StreamErrorRetryProcessor,
+    is_bad_request_error,
+    is_terminal_auth_error,
+)
+from tests.processors.builtin.stream_error_retry_helpers import (
     OPENAI_ERROR_EVENT,
     RETRY,
     chained,
@@ -21,14 +29,6 @@ from stream_error_retry_helpers import (
     retried_at,
     timed,
     with_cause,
-)
-
-from procession import ConfigurationError, ProviderError
-from procession.processors import (
-    RetryMatcher,
-    StreamErrorRetryProcessor,
-    is_bad_request_error,
-    is_terminal_auth_error,
 )
 
 # --- matchers -----------------------------------------------------------------------

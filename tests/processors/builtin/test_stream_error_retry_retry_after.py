@@ -18,19 +18,19 @@ import trio.lowlevel
 import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
-from stream_error_retry_helpers import (
-    NOW,
-    RETRY,
-    chained,
-    timed,
-    with_cause,
-)
 
 from procession import ProviderError
 from procession.processors import (
     Headers,
     StreamErrorRetryProcessor,
     get_retry_after_ms,
+)
+from tests.processors.builtin.stream_error_retry_helpers import (
+    NOW,
+    RETRY,
+    chained,
+    timed,
+    with_cause,
 )
 
 # --- Retry-After --------------------------------------------------------------------

@@ -12,15 +12,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from stream_error_retry_helpers import (
-    OPENAI_ERROR_EVENT,
-    OPENAI_FAILED_EVENT,
-    OPENAI_INVALID_PROMPT,
-    RETRY,
-    chained,
-    decide,
-    with_cause,
-)
 
 from procession import ProviderError
 from procession.processors import (
@@ -30,6 +21,15 @@ from procession.processors import (
     is_terminal_auth_error,
 )
 from procession.processors._contract import HOOK_NAMES
+from tests.processors.builtin.stream_error_retry_helpers import (
+    OPENAI_ERROR_EVENT,
+    OPENAI_FAILED_EVENT,
+    OPENAI_INVALID_PROMPT,
+    RETRY,
+    chained,
+    decide,
+    with_cause,
+)
 
 # --- identity -----------------------------------------------------------------------
 
