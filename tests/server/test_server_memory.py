@@ -15,14 +15,7 @@ import trio
 from procession.memory import Memory, SqliteStorage
 from procession.server import create_app, serve
 from procession.testing import ScriptedModel, text_turn
-from tests.server.node_fixture import node_clients_dir
 from tests.server.server_helpers import make_agent, request, sse_events
-
-
-@pytest.fixture(scope="session")
-def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return node_clients_dir(tmp_path_factory)
-
 
 # SQLite works in a thread: the real clock.
 pytestmark = pytest.mark.procession_real_clock

@@ -18,14 +18,7 @@ import trio
 
 from procession.server import create_app, load_target, serve
 from procession.testing import ScriptedModel
-from tests.server.node_fixture import node_clients_dir
 from tests.server.server_helpers import make_agent, request
-
-
-@pytest.fixture(scope="session")
-def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return node_clients_dir(tmp_path_factory)
-
 
 ROOT = Path(__file__).parents[2]
 NODE = shutil.which("node")
