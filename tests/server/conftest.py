@@ -1,5 +1,7 @@
 """Fixtures of the server tests: ``node_clients``, the real JavaScript clients
-(tests/server/node_helpers.py) installed once a session."""
+(tests/server/node_helpers.py) installed once a session; ``redis_url`` and
+``postgres_dsn``, the test servers' (the test is skipped without one, or fails
+under CI: tests/server/redis_helpers.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.node_helpers import CLIENTS, NPM_PACKAGES
+from tests.server.redis_helpers import postgres_dsn_or_skip, redis_url_or_skip
 
 
 def _package_name(spec: str) -> str:
@@ -47,3 +50,16 @@ def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for script in CLIENTS.glob("*.mjs"):
         shutil.copy(script, where / script.name)
     return where
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The test Redis server's URL; skips (fails under CI) without one."""
+    return redis_url_or_skip()
+
+
+@pytest.fixture
+def postgres_dsn() -> str:
+    """The test PostgreSQL server's DSN (replicas on one database); skips
+    (fails under CI) without one."""
+    return postgres_dsn_or_skip()

@@ -31,7 +31,7 @@ from tests.server.redis_helpers import (
     Replica,
     entry_key,
     open_sse,
-    postgres_dsn,
+    postgres_dsn_or_skip,
     serving,
 )
 
@@ -56,7 +56,7 @@ class Clerks:
 async def clerks(tmp_path: pathlib.Path, count: int = 2) -> AsyncIterator[Clerks]:
     """``count`` replicas of the clerk on a PostgreSQL schema of their own
     (made before they start, dropped after) and one Redis prefix."""
-    dsn = postgres_dsn()
+    dsn = postgres_dsn_or_skip()
     schema = f"t_{uuid.uuid4().hex[:12]}"
     storage = PostgresStorage(dsn, schema_name=schema)
     await storage.migrate()

@@ -33,7 +33,6 @@ from tests.server.redis_helpers import (
     makes_redis_unreachable,
     open_sse,
     redis_binary,
-    redis_url,
     text_of,
     unique_prefix,
 )
@@ -62,9 +61,9 @@ def test_a_durable_app_needs_storage_other_processes_read(tmp_path: object) -> N
     assert create_app([bare]).durable is None
 
 
+@pytest.mark.usefixtures("redis_url")
 @makes_redis_unreachable
 async def test_a_durable_run_outlives_a_redis_restart_and_a_lost_redis() -> None:
-    redis_url()  # skips (or fails under CI) like the other Redis tests
     with tempfile.TemporaryDirectory() as root:
         redis = PrivateRedis(redis_binary(), free_port(), root)
         try:
