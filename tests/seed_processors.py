@@ -4,8 +4,8 @@ ported to Python the way a user of procession would write them.
 Each class keeps the seed's id, hooks and behaviour; only the spelling changes
 (snake_case hooks, one ``args`` object, ``args.abort(reason, retry=...,
 metadata=...)``, ``isinstance`` on chunk and part classes where TypeScript narrows
-on ``type``). Tests import them from here (``tests/`` is on ``sys.path`` because
-``tests/conftest.py`` lives there), so the agent-loop tests can reuse them.
+on ``type``). Tests import them from here (``from tests.seed_processors import
+...``), so the agent-loop tests can reuse them.
 """
 
 from __future__ import annotations

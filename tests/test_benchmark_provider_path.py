@@ -4,7 +4,8 @@ subprocess), so it cannot rot."""
 from __future__ import annotations
 
 import pytest
-from test_benchmarks_smoke import run_quick
+
+from tests.benchmark_helpers import run_quick
 
 
 def test_the_provider_path_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,13 +17,13 @@ import httpx2
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
-from mcp_server import SERVER_FILE
-from served_agents import echo_agent, memory_agent
 
 from procession import Agent, ConfigurationError
 from procession.mcp import MCPTools, agent_tool_name
 from procession.server import ProcessionApp, create_app, serve
 from procession.testing import ScriptedModel, tool_call_turn
+from tests.mcp.mcp_server import SERVER_FILE
+from tests.mcp.served_agents import echo_agent, memory_agent
 
 pytestmark = [
     pytest.mark.procession_real_clock,

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import trio
-from mcp_server import SERVER_FILE, serve_http
 
 from procession import (
     Agent,
@@ -34,6 +33,7 @@ from procession.mcp import (
 from procession.processors import Processor, ProcessToolResultArgs
 from procession.runtime.tools import ToolContext
 from procession.testing import ScriptedModel, collect_stream, tool_call_turn
+from tests.mcp.mcp_server import SERVER_FILE, serve_http
 
 pytestmark = [
     pytest.mark.procession_real_clock,
@@ -415,7 +415,8 @@ async def _serve_on(
 ) -> None:
     from hypercorn.config import Config
     from hypercorn.trio import serve
-    from mcp_server import build_server
+
+    from tests.mcp.mcp_server import build_server
 
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]

@@ -1,2 +1,1 @@
-"""Tests of procession.memory (a package, so that its conftest has a module
-name of its own)."""
+"""Tests of procession.memory."""

@@ -1,5 +1,6 @@
 """Fixtures of the memory tests: ``backend`` (a storage maker, once per
-backend) and ``storage`` (one storage of it). See memory_helpers.py."""
+backend), ``storage`` (one storage of it) and ``postgres_dsn`` (the test
+server's). See memory_helpers.py."""
 
 from __future__ import annotations
 
@@ -13,14 +14,13 @@ import pytest
 import trio
 
 from procession.memory import MemoryStorage, PostgresStorage, SqliteStorage
-
-from .memory_helpers import (
+from tests.memory.memory_helpers import (
     BACKENDS,
     SQLITE_SLOW,
     Backend,
     PrivatePostgres,
     admin_connection,
-    postgres_dsn,
+    postgres_dsn_or_skip,
 )
 
 
@@ -45,7 +45,7 @@ def backend(
         shared = SqliteStorage(":memory:")
         made = Backend(name, lambda **o: shared, SQLITE_SLOW)
     else:
-        dsn = postgres_dsn()
+        dsn = postgres_dsn_or_skip()
         schema = f"t_{uuid.uuid4().hex[:12]}"
         made = Backend(
             name,
@@ -80,3 +80,9 @@ def private_postgres() -> Iterator[PrivatePostgres]:
         server.stop_sync()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_dsn() -> str:
+    """The test PostgreSQL server's DSN; skips (fails under CI) without one."""
+    return postgres_dsn_or_skip()

@@ -37,7 +37,7 @@ DSN_VARIABLE = "PROCESSION_TEST_POSTGRES_DSN"
 BACKENDS = ["sqlite-file", "sqlite-memory", "postgres"]
 
 
-def postgres_dsn() -> str:
+def postgres_dsn_or_skip() -> str:
     """The test server's DSN; skips (fails under CI) when there is none."""
     dsn = os.environ.get(DSN_VARIABLE)
     if dsn:
@@ -58,7 +58,7 @@ def admin_connection() -> Any:
     """A second, plain psycopg connection to the test server (autocommit)."""
     import psycopg
 
-    return psycopg.connect(postgres_dsn(), autocommit=True)
+    return psycopg.connect(postgres_dsn_or_skip(), autocommit=True)
 
 
 @attrs.define

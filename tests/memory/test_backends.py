@@ -20,8 +20,6 @@ from procession.memory import (
 )
 from procession.messages import Message
 
-from .memory_helpers import postgres_dsn
-
 pytestmark = pytest.mark.procession_real_clock
 
 
@@ -114,13 +112,13 @@ async def test_an_unreachable_server_is_unavailable_and_keeps_the_password(
 
 
 async def test_a_wrong_password_is_unavailable_and_not_printed(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, postgres_dsn: str
 ) -> None:
     import psycopg
 
     caplog.set_level(logging.DEBUG)
     storage = PostgresStorage(
-        psycopg.conninfo.make_conninfo(postgres_dsn(), password=SECRET)
+        psycopg.conninfo.make_conninfo(postgres_dsn, password=SECRET)
     )
     with pytest.raises(
         StorageUnavailableError, match="password authentication failed"
@@ -131,11 +129,11 @@ async def test_a_wrong_password_is_unavailable_and_not_printed(
     await storage.aclose()
 
 
-def test_the_real_password_is_not_in_the_repr() -> None:
+def test_the_real_password_is_not_in_the_repr(postgres_dsn: str) -> None:
     import psycopg
 
-    password = str(psycopg.conninfo.conninfo_to_dict(postgres_dsn())["password"])
-    assert password not in repr(PostgresStorage(postgres_dsn()))
+    password = str(psycopg.conninfo.conninfo_to_dict(postgres_dsn)["password"])
+    assert password not in repr(PostgresStorage(postgres_dsn))
 
 
 def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,7 @@ import trio
 
 from procession.memory import RunLostError, RunRecord, RunStorage, StorageError
 from procession.messages import Message
-
-from .memory_helpers import Backend
+from tests.memory.memory_helpers import Backend
 
 NOW = dt.datetime(2026, 12, 4, tzinfo=dt.UTC)
 

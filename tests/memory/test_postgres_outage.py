@@ -17,8 +17,7 @@ import trio
 
 from procession.memory import PostgresStorage, StorageUnavailableError
 from procession.messages import Message
-
-from .memory_helpers import PrivatePostgres
+from tests.memory.memory_helpers import PrivatePostgres
 
 pytestmark = pytest.mark.procession_real_clock
 

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 from procession.memory import MemoryStorage
 from procession.messages import Message, message_to_wire
 from procession.testing.strategies import messages
-
-from .memory_helpers import Backend
+from tests.memory.memory_helpers import Backend
 
 
 def _utc(moment: _dt.datetime) -> _dt.datetime:

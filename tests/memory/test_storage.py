@@ -28,8 +28,7 @@ from procession.messages import (
     ToolInvocation,
     ToolInvocationPart,
 )
-
-from .memory_helpers import Backend, admin_connection
+from tests.memory.memory_helpers import Backend, admin_connection
 
 pytestmark = pytest.mark.procession_real_clock
 

@@ -9,16 +9,6 @@ from typing import Any
 
 import attrs
 import pytest
-from message_list_helpers import (
-    assistant,
-    at,
-    by_id,
-    conversation,
-    ids,
-    sources,
-    tool,
-    user,
-)
 
 from procession import ConfigurationError, MessageFormatError
 from procession.messages import (
@@ -48,6 +38,16 @@ from procession.processors import (
     PromptToolResultPart,
     PromptUserMessage,
     to_prompt_messages,
+)
+from tests.processors.message_list_helpers import (
+    assistant,
+    at,
+    by_id,
+    conversation,
+    ids,
+    sources,
+    tool,
+    user,
 )
 
 # ======================================================================== add

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from message_list_helpers import user
 
 from procession import MessageFormatError
 from procession.messages import (
@@ -20,6 +19,7 @@ from procession.messages import (
 )
 from procession.processors import MessageList
 from procession.wire import parse_message, parse_system_message
+from tests.processors.message_list_helpers import user
 
 # ======================================================================== add
 

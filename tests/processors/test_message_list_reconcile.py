@@ -9,11 +9,19 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from message_list_helpers import assistant, at, by_id, conversation, ids, sources, user
 
 from procession import ProcessorContractError
 from procession.messages import Message, MessageContent, SystemMessage, TextPart
 from procession.processors import MessageList
+from tests.processors.message_list_helpers import (
+    assistant,
+    at,
+    by_id,
+    conversation,
+    ids,
+    sources,
+    user,
+)
 
 # ============================================================== reconciliation
 

@@ -8,13 +8,6 @@ from typing import Any
 
 import attrs
 import pytest
-from seed_processors import (
-    ContentFilter,
-    ErrorRecoveryProcessor,
-    LowercaseProcessor,
-    RedactToolResult,
-    WordCounter,
-)
 
 from procession import ConfigurationError, DuplicateProcessorIdError
 from procession.processors import (
@@ -27,6 +20,13 @@ from procession.processors import (
 )
 from procession.processors._contract import HOOK_NAMES
 from procession.processors._registration import HookSpec, register_processors
+from tests.seed_processors import (
+    ContentFilter,
+    ErrorRecoveryProcessor,
+    LowercaseProcessor,
+    RedactToolResult,
+    WordCounter,
+)
 
 
 class Named(Processor):

@@ -11,19 +11,6 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import pytest
-from seed_processors import (
-    ContentFilter,
-    DynamicModelProcessor,
-    ErrorRecoveryProcessor,
-    LowercaseProcessor,
-    ModerationCollector,
-    QualityGuardrail,
-    ReasoningTransformer,
-    RedactToolResult,
-    ScanToolResult,
-    WordCounter,
-    content_filter_for,
-)
 
 from procession import ProviderError, TripWire
 from procession.actors import (
@@ -73,6 +60,19 @@ from procession.processors._readers import (
     read_api_error_result,
     read_input_step_result,
     read_message_result,
+)
+from tests.seed_processors import (
+    ContentFilter,
+    DynamicModelProcessor,
+    ErrorRecoveryProcessor,
+    LowercaseProcessor,
+    ModerationCollector,
+    QualityGuardrail,
+    ReasoningTransformer,
+    RedactToolResult,
+    ScanToolResult,
+    WordCounter,
+    content_filter_for,
 )
 
 MODES: tuple[ExecutionMode, ...] = ("adaptive", "fused", "actors")

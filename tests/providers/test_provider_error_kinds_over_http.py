@@ -13,7 +13,6 @@ import anthropic
 import httpx2
 import pytest
 import trio
-from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import (
     OverloadedError,
@@ -32,6 +31,7 @@ from procession.testing.fake_provider import (
     Turn,
     open_fake_provider,
 )
+from tests.providers.provider_helpers import HI, HTTPCORE_GC_WARNING
 
 pytestmark = HTTPCORE_GC_WARNING
 

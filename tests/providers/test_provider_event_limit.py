@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import trio
-from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import ConfigurationError, EventTooLargeError
 from procession.chunks import TextDeltaChunk
@@ -23,6 +22,7 @@ from procession.testing.fake_provider import (
     open_fake_provider,
     responses_events,
 )
+from tests.providers.provider_helpers import HI, HTTPCORE_GC_WARNING
 
 pytestmark = HTTPCORE_GC_WARNING
 

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import Agent, ProviderStreamError
 from procession.chunks import (
@@ -35,6 +34,7 @@ from procession.testing.fake_provider import (
     open_fake_provider,
     responses_events,
 )
+from tests.providers.provider_helpers import HI, HTTPCORE_GC_WARNING
 
 pytestmark = HTTPCORE_GC_WARNING
 

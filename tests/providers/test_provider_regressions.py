@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 import trio
-from provider_helpers import HI, HTTPCORE_GC_WARNING
 
 from procession import Agent
 from procession.chunks import TextDeltaChunk
@@ -30,6 +29,7 @@ from procession.testing.fake_provider import (
     open_fake_provider,
     responses_events,
 )
+from tests.providers.provider_helpers import HI, HTTPCORE_GC_WARNING
 
 pytestmark = HTTPCORE_GC_WARNING
 

@@ -18,21 +18,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from provider_helpers import (
-    DIALECTS,
-    HI,
-    HTTPCORE_GC_WARNING,
-    PROVIDER_ENV,
-    TIMEOUT,
-    WEATHER,
-    Dialect,
-    cancel_mid_read,
-    collect,
-    collect_until_error,
-    serve,
-    texts,
-    wait_for_client_close,
-)
 
 from procession import Agent, ConfigurationError, Processor, ProviderError
 from procession.chunks import (
@@ -57,6 +42,21 @@ from procession.testing.fake_provider import (
     Stream,
     TokenCounts,
     open_fake_provider,
+)
+from tests.providers.provider_helpers import (
+    DIALECTS,
+    HI,
+    HTTPCORE_GC_WARNING,
+    PROVIDER_ENV,
+    TIMEOUT,
+    WEATHER,
+    Dialect,
+    cancel_mid_read,
+    collect,
+    collect_until_error,
+    serve,
+    texts,
+    wait_for_client_close,
 )
 
 pytestmark = HTTPCORE_GC_WARNING

@@ -15,18 +15,6 @@ import anthropic
 import pytest
 import trio
 import trio.testing
-from provider_helpers import (
-    ANTHROPIC,
-    HI,
-    HTTPCORE_GC_WARNING,
-    TIMEOUT,
-    WEATHER,
-    collect,
-    collect_until_error,
-    get_weather,
-    serve,
-    texts,
-)
 
 from procession import Agent, ConfigurationError, ProviderError
 from procession.chunks import (
@@ -50,6 +38,18 @@ from procession.testing.fake_provider import (
     HttpError,
     Stream,
     open_fake_provider,
+)
+from tests.providers.provider_helpers import (
+    ANTHROPIC,
+    HI,
+    HTTPCORE_GC_WARNING,
+    TIMEOUT,
+    WEATHER,
+    collect,
+    collect_until_error,
+    get_weather,
+    serve,
+    texts,
 )
 
 pytestmark = HTTPCORE_GC_WARNING

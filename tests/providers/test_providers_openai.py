@@ -14,19 +14,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from provider_helpers import (
-    CHAT,
-    HTTPCORE_GC_WARNING,
-    RESPONSES,
-    TIMEOUT,
-    WEATHER,
-    Dialect,
-    collect,
-    collect_until_error,
-    get_weather,
-    serve,
-    texts,
-)
 
 from procession import Agent, ProviderError
 from procession.chunks import (
@@ -46,6 +33,19 @@ from procession.processors import (
 from procession.testing.fake_provider import (
     HttpError,
     Stream,
+)
+from tests.providers.provider_helpers import (
+    CHAT,
+    HTTPCORE_GC_WARNING,
+    RESPONSES,
+    TIMEOUT,
+    WEATHER,
+    Dialect,
+    collect,
+    collect_until_error,
+    get_weather,
+    serve,
+    texts,
 )
 
 pytestmark = HTTPCORE_GC_WARNING

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from call_counts import python_calls_in
 
 from procession import Agent, Processor, ProcessorError
 from procession.processors import (
@@ -16,6 +15,7 @@ from procession.processors import (
 )
 from procession.runtime import _registrations
 from procession.testing import ScriptedModel
+from tests.call_counts import python_calls_in
 
 
 class Failing(Processor):

@@ -66,7 +66,7 @@ def makes_redis_unreachable(
     return marked
 
 
-def redis_url() -> str:
+def redis_url_or_skip() -> str:
     """``$PROCESSION_TEST_REDIS_URL``; without it the test is skipped (with
     the reason), or fails under CI (``CI=true``), where .ci/run sets it."""
     url = os.environ.get("PROCESSION_TEST_REDIS_URL")
@@ -80,7 +80,7 @@ def redis_url() -> str:
 POSTGRES_DSN_VARIABLE = "PROCESSION_TEST_POSTGRES_DSN"
 
 
-def postgres_dsn() -> str:
+def postgres_dsn_or_skip() -> str:
     """The test PostgreSQL server's DSN (replicas on one database); skips
     (fails under CI) when there is none."""
     dsn = os.environ.get(POSTGRES_DSN_VARIABLE)
@@ -166,10 +166,10 @@ async def serving(
     target: pathlib.Path, count: int, **env: str
 ) -> AsyncIterator[list[Replica]]:
     """``count`` server processes serving ``target``'s ``app`` on one Redis
-    (``redis_url()``), one key prefix of their own; ``env`` overrides the
+    (``redis_url_or_skip()``), one key prefix of their own; ``env`` overrides the
     target's settings (``name=`` is ``$PROCESSION_TEST_NAME``)."""
     settings = {
-        "PROCESSION_TEST_REDIS_URL": redis_url(),
+        "PROCESSION_TEST_REDIS_URL": redis_url_or_skip(),
         "PROCESSION_TEST_REDIS_PREFIX": unique_prefix(),
         **{f"PROCESSION_TEST_{k.upper()}": v for k, v in env.items()},
     }

@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from server_helpers import (
+
+from procession import ConfigurationError, ProviderError
+from procession.server import Cors, check_bind, create_app, load_target
+from procession.testing import Delay, ScriptedModel, text_turn
+from tests.server.server_helpers import (
     BlockSecrets,
     make_agent,
     open_exchange,
     request,
     sse_events,
 )
-
-from procession import ConfigurationError, ProviderError
-from procession.server import Cors, check_bind, create_app, load_target
-from procession.testing import Delay, ScriptedModel, text_turn
 
 JSON = {"content-type": "application/json"}
 

@@ -14,13 +14,12 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from node_fixture import node_clients_dir
-from server_helpers import request, sse_events
 
 from procession import Agent, tool
 from procession.memory import Memory, SqliteStorage
 from procession.server import create_app, serve
 from procession.testing import ScriptedModel, text_turn, tool_call_turn
+from tests.server.server_helpers import request, sse_events
 
 pytestmark = pytest.mark.procession_real_clock
 
@@ -161,11 +160,6 @@ async def test_bad_answers_are_typed_4xx(tmp_path: Path) -> None:
 # --- the real client, under node --------------------------------------------------
 
 NODE = shutil.which("node")
-
-
-@pytest.fixture(scope="session")
-def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return node_clients_dir(tmp_path_factory)
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")

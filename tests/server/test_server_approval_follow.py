@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 import trio
-from clerk_target import clerk
-from server_helpers import open_exchange, request
 
 from procession.memory import SqliteStorage
 from procession.server import create_app
+from tests.server.clerk_target import clerk
+from tests.server.server_helpers import open_exchange, request
 
 pytestmark = pytest.mark.procession_real_clock
 

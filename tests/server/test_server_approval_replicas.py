@@ -24,10 +24,16 @@ import attrs
 import httpx2
 import pytest
 import trio
-from clerk_target import words
-from redis_helpers import Replica, entry_key, open_sse, postgres_dsn, serving
 
 from procession.memory import PostgresStorage
+from tests.server.clerk_target import words
+from tests.server.redis_helpers import (
+    Replica,
+    entry_key,
+    open_sse,
+    postgres_dsn_or_skip,
+    serving,
+)
 
 TARGET = pathlib.Path(__file__).with_name("clerk_target.py")
 ADA = {"authorization": "Bearer ada-token"}
@@ -50,7 +56,7 @@ class Clerks:
 async def clerks(tmp_path: pathlib.Path, count: int = 2) -> AsyncIterator[Clerks]:
     """``count`` replicas of the clerk on a PostgreSQL schema of their own
     (made before they start, dropped after) and one Redis prefix."""
-    dsn = postgres_dsn()
+    dsn = postgres_dsn_or_skip()
     schema = f"t_{uuid.uuid4().hex[:12]}"
     storage = PostgresStorage(dsn, schema_name=schema)
     await storage.migrate()

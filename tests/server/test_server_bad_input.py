@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from server_helpers import make_agent, request
 
 from procession import ConfigurationError
 from procession.memory import Memory, SqliteStorage
 from procession.server import create_app
 from procession.testing import ScriptedModel
+from tests.server.server_helpers import make_agent, request
 
 # SQLite works in a thread: the real clock.
 pytestmark = pytest.mark.procession_real_clock

@@ -10,11 +10,11 @@ from typing import Any
 
 import trio
 import trio.testing
-from server_helpers import make_agent, open_exchange, request, sse_events
 
 from procession.chunks import TextDeltaChunk, TextDeltaPayload
 from procession.server import create_app
 from procession.testing import Delay, ScriptedModel
+from tests.server.server_helpers import make_agent, open_exchange, request, sse_events
 
 MESSAGE = {"role": "user", "content": "Hi"}
 

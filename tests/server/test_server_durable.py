@@ -14,18 +14,6 @@ from typing import Any
 
 import pytest
 import trio
-from redis_helpers import (
-    PrivateRedis,
-    free_port,
-    makes_redis_unreachable,
-    open_sse,
-    redis_binary,
-    redis_url,
-    text_of,
-    unique_prefix,
-)
-from redis_target import slow_turn
-from server_helpers import make_agent
 
 from procession import Agent, ConfigurationError
 from procession._cli import main
@@ -39,6 +27,17 @@ from procession.server import (
     serve,
 )
 from procession.testing import ScriptedModel
+from tests.server.redis_helpers import (
+    PrivateRedis,
+    free_port,
+    makes_redis_unreachable,
+    open_sse,
+    redis_binary,
+    text_of,
+    unique_prefix,
+)
+from tests.server.redis_target import slow_turn
+from tests.server.server_helpers import make_agent
 
 
 def test_a_durable_app_needs_storage_other_processes_read(tmp_path: object) -> None:
@@ -62,9 +61,9 @@ def test_a_durable_app_needs_storage_other_processes_read(tmp_path: object) -> N
     assert create_app([bare]).durable is None
 
 
+@pytest.mark.usefixtures("redis_url")
 @makes_redis_unreachable
 async def test_a_durable_run_outlives_a_redis_restart_and_a_lost_redis() -> None:
-    redis_url()  # skips (or fails under CI) like the other Redis tests
     with tempfile.TemporaryDirectory() as root:
         redis = PrivateRedis(redis_binary(), free_port(), root)
         try:

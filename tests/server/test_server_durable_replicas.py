@@ -33,17 +33,17 @@ import attrs
 import h11
 import pytest
 import trio
-from redis_helpers import (
+
+from procession.memory import PostgresStorage, SqliteStorage
+from tests.server.redis_helpers import (
     Replica,
     entry_key,
     open_sse,
-    postgres_dsn,
+    postgres_dsn_or_skip,
     serving,
     unique_prefix,
 )
-from scribe_target import words
-
-from procession.memory import PostgresStorage, SqliteStorage
+from tests.server.scribe_target import words
 
 pytestmark = pytest.mark.procession_real_clock
 
@@ -73,7 +73,7 @@ class Scribes:
 
 @asynccontextmanager
 async def scribes(tmp_path: pathlib.Path, count: int = 2) -> AsyncIterator[Scribes]:
-    dsn = postgres_dsn()
+    dsn = postgres_dsn_or_skip()
     schema = f"t_{uuid.uuid4().hex[:12]}"
     storage = PostgresStorage(dsn, schema_name=schema)
     await storage.migrate()
@@ -268,7 +268,7 @@ async def test_one_process_without_a_bus_adopts_its_runs_when_it_restarts(
 
 
 async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, postgres_dsn: str
 ) -> None:
     """Six runs at once on three replicas; each replica in turn is stopped
     (SIGTERM) and replaced by a fresh process. Each client reconnects with
@@ -276,7 +276,7 @@ async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
     without ``[DONE]`` (a ``retry:``, or its replica gone). Every run ends
     with its whole answer, read once; every tool ran once."""
     runs = 6
-    dsn = postgres_dsn()
+    dsn = postgres_dsn
     schema = f"t_{uuid.uuid4().hex[:12]}"
     storage = PostgresStorage(dsn, schema_name=schema)
     await storage.migrate()
@@ -396,7 +396,7 @@ async def _owner_pid(storage: PostgresStorage, run_id: str) -> tuple[int, int] |
 
 
 async def test_a_run_killed_again_and_again_at_any_moment_finishes_once(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, postgres_dsn: str
 ) -> None:
     """The replica holding the run is killed (``kill -9``) three times, at
     moments that fall anywhere: in the model's stream, in a tool, in the
@@ -405,7 +405,7 @@ async def test_a_run_killed_again_and_again_at_any_moment_finishes_once(
     The client, reconnecting to live replicas with its ``Last-Event-ID``,
     reads the whole answer once; the tool ran once; memory holds the turn
     once."""
-    dsn = postgres_dsn()
+    dsn = postgres_dsn
     schema = f"t_{uuid.uuid4().hex[:12]}"
     storage = PostgresStorage(dsn, schema_name=schema)
     await storage.migrate()

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from server_helpers import request, sse_events
 
 from procession.server import load_target
+from tests.server.server_helpers import request, sse_events
 
 ROOT = Path(__file__).parents[2]
 

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_helpers import (
+
+from procession import ProviderError
+from procession.chunks import from_wire
+from procession.server import create_app
+from procession.testing import assert_run_shape, text_turn, tool_call_turn
+from tests.server.server_helpers import (
     BlockSecrets,
     RetryOnce,
     make_agent,
@@ -23,11 +28,6 @@ from server_helpers import (
     sse_events,
     stable,
 )
-
-from procession import ProviderError
-from procession.chunks import from_wire
-from procession.server import create_app
-from procession.testing import assert_run_shape, text_turn, tool_call_turn
 
 GOLDEN = Path(__file__).parent / "golden"
 

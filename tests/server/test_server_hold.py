@@ -10,11 +10,17 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from server_helpers import BlockSecrets, RetryOnce, make_agent, request, sse_events
 
 from procession import ConfigurationError, ProviderError
 from procession.server import create_app
 from procession.testing import Delay, text_turn
+from tests.server.server_helpers import (
+    BlockSecrets,
+    RetryOnce,
+    make_agent,
+    request,
+    sse_events,
+)
 
 
 def _types(body: bytes) -> list[str]:
@@ -86,7 +92,7 @@ async def test_what_was_held_goes_out_before_an_error() -> None:
 async def test_a_held_step_goes_out_at_its_step_finish_not_before(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    from server_helpers import open_exchange
+    from tests.server.server_helpers import open_exchange
 
     slow = [Delay(10), *text_turn("late")]
     app = create_app([make_agent([slow])], step_text="hold")
@@ -103,7 +109,7 @@ async def test_a_held_step_goes_out_at_its_step_finish_not_before(
 
 
 async def test_a_cancel_while_a_step_is_held_ends_with_abort() -> None:
-    from server_helpers import open_exchange
+    from tests.server.server_helpers import open_exchange
 
     app = create_app([make_agent([[Delay(30), *text_turn("never")]])], step_text="hold")
     with trio.fail_after(10):

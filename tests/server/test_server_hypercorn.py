@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx2
 import trio
-from server_helpers import make_agent
 
 from procession.chunks import TextDeltaChunk, TextDeltaPayload
 from procession.server import ProcessionApp, create_app, serve
 from procession.testing import Delay, ScriptedModel
+from tests.server.server_helpers import make_agent
 
 
 @asynccontextmanager

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import trio
-from redis_helpers import redis_url, unique_prefix
 
 from procession.server import InProcessRunBus, RedisRunBus, ReplayGap
 from procession.server._streaming import RunReader, RunRegistry
+from tests.server.redis_helpers import unique_prefix
 
 
 def test_a_release_by_the_paused_part_keeps_the_continuation() -> None:
@@ -75,8 +75,8 @@ async def _read_all(log: Any, after: Any) -> list[Any]:
     return got
 
 
-async def test_a_keys_logs_follow_one_another_on_redis() -> None:
-    bus = RedisRunBus(redis_url(), lease_s=1.0, prefix=unique_prefix())
+async def test_a_keys_logs_follow_one_another_on_redis(redis_url: str) -> None:
+    bus = RedisRunBus(redis_url, lease_s=1.0, prefix=unique_prefix())
 
     async def never(key: str) -> bool:
         await trio.lowlevel.checkpoint()

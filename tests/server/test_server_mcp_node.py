@@ -11,22 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from node_fixture import node_clients_dir, run_node_against
-from server_helpers import make_agent
 
 from procession.server import create_app
 from procession.testing import text_turn
+from tests.server.node_helpers import run_node_against
+from tests.server.server_helpers import make_agent
 
 NODE = shutil.which("node")
 pytestmark = [
     pytest.mark.skipif(NODE is None, reason="node is not installed"),
     pytest.mark.procession_real_clock,
 ]
-
-
-@pytest.fixture(scope="session")
-def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return node_clients_dir(tmp_path_factory)
 
 
 async def test_mastras_mcp_client_asks_an_agent(node_clients: Path) -> None:

@@ -11,18 +11,11 @@ from typing import Any
 
 import pytest
 import trio
-from node_fixture import node_clients_dir
-from server_helpers import make_agent, request, sse_events
 
 from procession.memory import Memory, SqliteStorage
 from procession.server import create_app, serve
 from procession.testing import ScriptedModel, text_turn
-
-
-@pytest.fixture(scope="session")
-def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return node_clients_dir(tmp_path_factory)
-
+from tests.server.server_helpers import make_agent, request, sse_events
 
 # SQLite works in a thread: the real clock.
 pytestmark = pytest.mark.procession_real_clock

@@ -18,17 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from node_fixture import node_clients_dir, run_node_against
-from server_helpers import BlockSecrets, RetryOnce, make_agent
 
 from procession.server import create_app
 from procession.testing import text_turn, tool_call_turn
-
-
-@pytest.fixture(scope="session")
-def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return node_clients_dir(tmp_path_factory)
-
+from tests.server.node_helpers import run_node_against
+from tests.server.server_helpers import BlockSecrets, RetryOnce, make_agent
 
 SCRIPT = "read_streams.mjs"
 

@@ -15,17 +15,10 @@ from pathlib import Path
 
 import pytest
 import trio
-from node_fixture import node_clients_dir
-from server_helpers import make_agent, request
 
 from procession.server import create_app, load_target, serve
 from procession.testing import ScriptedModel
-
-
-@pytest.fixture(scope="session")
-def node_clients(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return node_clients_dir(tmp_path_factory)
-
+from tests.server.server_helpers import make_agent, request
 
 ROOT = Path(__file__).parents[2]
 NODE = shutil.which("node")

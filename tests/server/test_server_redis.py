@@ -17,20 +17,6 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from redis_helpers import (
-    PrivateRedis,
-    entry_key,
-    free_port,
-    makes_redis_unreachable,
-    open_sse,
-    redis_binary,
-    redis_url,
-    replicas,
-    text_of,
-    unique_prefix,
-)
-from redis_target import slow_turn
-from server_helpers import make_agent, open_exchange, request, sse_events
 
 from procession import ConfigurationError
 from procession._cli import main
@@ -45,6 +31,19 @@ from procession.server import (
     serve,
 )
 from procession.testing import ScriptedModel
+from tests.server.redis_helpers import (
+    PrivateRedis,
+    entry_key,
+    free_port,
+    makes_redis_unreachable,
+    open_sse,
+    redis_binary,
+    replicas,
+    text_of,
+    unique_prefix,
+)
+from tests.server.redis_target import slow_turn
+from tests.server.server_helpers import make_agent, open_exchange, request, sse_events
 
 WORDS = "".join(f"w{i} " for i in range(40))
 
@@ -188,9 +187,9 @@ async def test_a_replica_that_dies_mid_run_fails_its_runs_when_the_lease_expires
     assert again.status_code == 200
 
 
+@pytest.mark.usefixtures("redis_url")
 @makes_redis_unreachable
 async def test_redis_restarted_mid_run_loses_nothing_then_fails_clearly() -> None:
-    redis_url()  # skips (or fails under CI) like the other tests here
     with tempfile.TemporaryDirectory() as root:
         redis = PrivateRedis(redis_binary(), free_port(), root)
         try:
@@ -241,8 +240,10 @@ async def _restart_then_lose(redis: PrivateRedis) -> None:
     assert failed_after <= lease_s + 1.5
 
 
-async def test_a_resumer_whose_frames_were_trimmed_gets_a_typed_error() -> None:
-    bus = RedisRunBus(redis_url(), buffer_frames=5, prefix=unique_prefix())
+async def test_a_resumer_whose_frames_were_trimmed_gets_a_typed_error(
+    redis_url: str,
+) -> None:
+    bus = RedisRunBus(redis_url, buffer_frames=5, prefix=unique_prefix())
     deltas = [
         TextDeltaChunk(payload=TextDeltaPayload(id="t", text=f"w{i} "))
         for i in range(400)
@@ -343,12 +344,12 @@ def test_bus_options_are_checked(
     assert "give it its bus in create_app" in capsys.readouterr().err
 
 
-async def test_a_run_longer_than_its_lease_keeps_it_by_renewing() -> None:
+async def test_a_run_longer_than_its_lease_keeps_it_by_renewing(redis_url: str) -> None:
     # Lease 0.3 s, runs of 2 s that are silent 0.5 s at a time: without
     # renewals a follower waiting out a silence would find the lease gone and
     # mark the run lost; renewed (every 0.1 s, the three runs in one call),
     # each ends cleanly.
-    bus = RedisRunBus(redis_url(), lease_s=0.3, prefix=unique_prefix())
+    bus = RedisRunBus(redis_url, lease_s=0.3, prefix=unique_prefix())
     turns = [slow_turn(4, 0.5) for _ in range(3)]
     app = create_app([make_agent(ScriptedModel(turns))], bus=bus, keepalive_s=0)
     bodies: list[bytes] = []
@@ -379,7 +380,6 @@ async def test_a_request_while_redis_does_not_answer_is_a_503_within_outage_s() 
     """A Redis that stopped answering (SIGSTOP: connections hang, nothing is
     refused) costs a new stream request at most ``outage_s``: a 503 with
     ``Retry-After`` naming the bus, its URL's password redacted."""
-    redis_url()  # skips (or fails under CI) like the other tests here
     password = f"pw-{uuid.uuid4().hex}"
     with tempfile.TemporaryDirectory() as root:
         redis = PrivateRedis(redis_binary(), free_port(), root, password=password)

@@ -9,12 +9,12 @@ import re
 from typing import Any
 
 import pytest
-from redis_helpers import entry_key, redis_url, unique_prefix
-from server_helpers import make_agent, request
 
 from procession.chunks import TextDeltaChunk, TextDeltaPayload
 from procession.server import InProcessRunBus, RedisRunBus, create_app
 from procession.testing import ScriptedModel
+from tests.server.redis_helpers import entry_key, unique_prefix
+from tests.server.server_helpers import make_agent, request
 
 _FRAME = re.compile(rb"id: (\d+-\d+)\ndata: ([^\n]*)\n\n")
 WORDS = 400
@@ -28,10 +28,10 @@ def _ids_and_data(body: bytes) -> list[tuple[str, bytes]]:
 
 @pytest.mark.parametrize("batch_frames", [1, 64])
 async def test_frames_ready_together_go_to_redis_in_one_call(
-    batch_frames: int,
+    batch_frames: int, redis_url: str
 ) -> None:
     prefix = unique_prefix()
-    bus = RedisRunBus(redis_url(), prefix=prefix, batch_frames=batch_frames)
+    bus = RedisRunBus(redis_url, prefix=prefix, batch_frames=batch_frames)
     deltas = [
         TextDeltaChunk(payload=TextDeltaPayload(id="t", text=f"w{i} "))
         for i in range(WORDS)

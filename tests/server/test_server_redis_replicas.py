@@ -12,7 +12,13 @@ from typing import Any
 
 import httpx2
 import trio
-from redis_helpers import entry_key, open_sse, redis_url, replicas, unique_prefix
+
+from tests.server.redis_helpers import (
+    entry_key,
+    open_sse,
+    replicas,
+    unique_prefix,
+)
 
 
 def _types(frames: list[tuple[str, Any]]) -> list[str]:
@@ -71,7 +77,7 @@ async def _ended_frames(url: str, stream: str) -> list[dict[Any, Any]]:
             await trio.sleep(0.05)
 
 
-async def test_the_clients_of_a_replica_that_died_stop_counting() -> None:
+async def test_the_clients_of_a_replica_that_died_stop_counting(redis_url: str) -> None:
     lease_s, grace_s = 1.0, 0.5
     prefix = unique_prefix()
     settings = {"lease_s": str(lease_s), "grace_s": str(grace_s)}
@@ -96,7 +102,7 @@ async def test_the_clients_of_a_replica_that_died_stop_counting() -> None:
             b.kill()  # ...until B dies, its follower never detached
             killed = trio.current_time()
         with trio.fail_after(lease_s + grace_s + 3):
-            ended = await _ended_frames(redis_url(), f"{prefix}run:*:{run_id}:frames")
+            ended = await _ended_frames(redis_url, f"{prefix}run:*:{run_id}:frames")
         waited = trio.current_time() - killed
     last = [f[b"f"].removeprefix(b"data: ").strip() for f in ended[-3:-1]]
     assert json.loads(last[0])["type"] == "abort"

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from server_helpers import make_agent, open_exchange, request, sse_events
 
 from procession import ConfigurationError
 from procession.actors._pipeline import AT_HAND
@@ -25,6 +24,7 @@ from procession.server import (
     create_app,
 )
 from procession.testing import Delay, ScriptedModel
+from tests.server.server_helpers import make_agent, open_exchange, request, sse_events
 
 _FRAME = re.compile(rb"id: (\d+)\ndata: ([^\n]*)\n\n")
 

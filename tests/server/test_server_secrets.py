@@ -24,15 +24,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from redis_helpers import (
-    PrivateRedis,
-    free_port,
-    makes_redis_unreachable,
-    redis_binary,
-    unique_prefix,
-)
-from redis_target import slow_turn
-from server_helpers import request
 
 from procession import Agent
 from procession._cli import main
@@ -41,6 +32,15 @@ from procession.providers import AnthropicModel, OpenAIChatModel
 from procession.server import RedisRunBus, create_app
 from procession.testing import ScriptedModel
 from procession.testing.fake_provider import HttpError, Stream, open_fake_provider
+from tests.server.redis_helpers import (
+    PrivateRedis,
+    free_port,
+    makes_redis_unreachable,
+    redis_binary,
+    unique_prefix,
+)
+from tests.server.redis_target import slow_turn
+from tests.server.server_helpers import request
 
 
 def _planted() -> dict[str, str]:
@@ -230,7 +230,7 @@ async def _serve_and_fail(
 
 
 async def _lose_redis_mid_run(app: Any, redis: PrivateRedis, ada: Any) -> Any:
-    from server_helpers import open_exchange
+    from tests.server.server_helpers import open_exchange
 
     async with open_exchange(
         app,

@@ -9,12 +9,12 @@ from typing import Any
 
 import trio
 import trio.testing
-from server_helpers import make_agent, open_exchange, request, sse_events
 
 from procession.actors._pipeline import AT_HAND
 from procession.chunks import TextDeltaChunk, TextDeltaPayload
 from procession.server import KEEPALIVE_FRAME, create_app
 from procession.testing import Delay, ScriptedModel
+from tests.server.server_helpers import make_agent, open_exchange, request, sse_events
 
 
 def _slow_turn(words: int, every: float = 1.0) -> list[Any]:

@@ -10,10 +10,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from server_helpers import make_agent, request
 
 from procession.server import create_app
 from procession.testing import ScriptedModel, text_turn
+from tests.server.server_helpers import make_agent, request
 
 
 @pytest.fixture

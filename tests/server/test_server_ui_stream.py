@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_helpers import sse_events
 
 from procession.chunks import (
     AbortChunk,
@@ -27,6 +26,7 @@ from procession.chunks import (
     from_wire,
 )
 from procession.server import ui_chunks
+from tests.server.server_helpers import sse_events
 
 # type -> (required keys, optional keys), from uiMessageChunkSchema (ai 7).
 SCHEMA: dict[str, tuple[set[str], set[str]]] = {

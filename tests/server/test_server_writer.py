@@ -10,7 +10,6 @@ import trio
 import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
-from server_helpers import make_agent, open_exchange, sse_events
 
 from procession.chunks import Chunk, TextDeltaChunk, TextDeltaPayload, text_delta
 from procession.server import create_app, mastra_frame, ui_chunks, ui_frame
@@ -18,6 +17,7 @@ from procession.server._mastra import MastraFrames
 from procession.server._ui_stream import ui_frames
 from procession.testing import Delay, PassThrough, SchedulerCounts, ScriptedModel
 from procession.testing.strategies import chunks, json_values
+from tests.server.server_helpers import make_agent, open_exchange, sse_events
 
 _RUN_IDS = st.sampled_from(["run-1", 'run-"q"\n', "rün-ü"]) | st.text(max_size=8)
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import attrs
 import pytest
-from call_counts import python_calls_in
 
 from procession import (
     Agent,
@@ -41,6 +40,7 @@ from procession.processors import (
 from procession.testing import ScriptedModel
 from procession.wire import find_lone_surrogate, parse_message, parse_system_message
 from procession.wire._text import holds_lone_surrogate
+from tests.call_counts import python_calls_in
 
 LONE = "\ud800"
 

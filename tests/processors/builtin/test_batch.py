@@ -7,12 +7,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from builtin_helpers import (
-    assert_text_blocks_valid,
-    client_text,
-    run_chunks,
-    run_pieces,
-)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,6 +27,12 @@ from procession.processors import (
 )
 from procession.testing import run_sequential
 from procession.testing.strategies import text_splits
+from tests.processors.builtin.builtin_helpers import (
+    assert_text_blocks_valid,
+    client_text,
+    run_chunks,
+    run_pieces,
+)
 
 
 def _deltas(chunks: list[Any]) -> list[str]:

@@ -13,13 +13,6 @@ from typing import Any
 
 import pytest
 import trio
-from builtin_helpers import (
-    assert_text_blocks_valid,
-    client_text,
-    run_chunks,
-    run_pieces,
-    stream_of,
-)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +35,13 @@ from procession.processors import (
 from procession.processors.builtin import JudgeError, parse_verdict
 from procession.testing import ScriptedModel, assert_split_invariant
 from procession.testing.strategies import text_splits
+from tests.processors.builtin.builtin_helpers import (
+    assert_text_blocks_valid,
+    client_text,
+    run_chunks,
+    run_pieces,
+    stream_of,
+)
 
 
 def asked(request: ModelRequest) -> str:

@@ -9,7 +9,6 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from builtin_helpers import assert_text_blocks_valid, client_text, run_pieces
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -34,6 +33,11 @@ from procession.testing import (
     tool_call_turn,
 )
 from procession.testing.strategies import text_splits
+from tests.processors.builtin.builtin_helpers import (
+    assert_text_blocks_valid,
+    client_text,
+    run_pieces,
+)
 
 SAMPLES = {
     "email": ["john.doe@example.com", "a+b@mail.co.uk"],

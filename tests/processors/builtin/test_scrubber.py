@@ -6,13 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builtin_helpers import assert_text_blocks_valid, client_text, run_pieces
 from hypothesis import given
 from hypothesis import strategies as st
 
 from procession import ConfigurationError
 from procession.processors import SystemPromptScrubber
 from procession.testing.strategies import text_splits
+from tests.processors.builtin.builtin_helpers import (
+    assert_text_blocks_valid,
+    client_text,
+    run_pieces,
+)
 
 RULES = (
     "You are Zed, the support agent for Acme. Never reveal the discount code "
@@ -57,11 +61,11 @@ def test_block_shows_the_clean_text_then_trips() -> None:
 
 def test_the_instructions_default_to_the_runs_system_messages() -> None:
     import trio
-    from builtin_helpers import stream_of
 
     from procession.messages import SystemMessage
     from procession.processors import MessageList
     from procession.testing import run_sequential
+    from tests.processors.builtin.builtin_helpers import stream_of
 
     message_list = MessageList()
     message_list.add_system(SystemMessage(content=RULES))

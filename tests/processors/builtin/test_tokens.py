@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builtin_helpers import client_text, run_pieces
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from procession.messages import Message, SystemMessage
 from procession.processors import MessageList, ProcessInputArgs, TokenLimiter
 from procession.processors.builtin import estimate_tokens
 from procession.testing.strategies import text_splits
+from tests.processors.builtin.builtin_helpers import client_text, run_pieces
 
 
 @given(st.data())

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builtin_helpers import assert_text_blocks_valid, client_text, run_pieces
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +13,11 @@ from procession.messages import Message, TextPart
 from procession.processors import MessageList, ProcessInputArgs
 from procession.processors.builtin import UnicodeNormalizer
 from procession.testing.strategies import text_splits
+from tests.processors.builtin.builtin_helpers import (
+    assert_text_blocks_valid,
+    client_text,
+    run_pieces,
+)
 
 ALPHABET = [
     "a",

@@ -6,12 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builtin_helpers import (
-    assert_text_blocks_valid,
-    client_text,
-    run_chunks,
-    run_pieces,
-)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +13,12 @@ from procession import ConfigurationError
 from procession import chunks as c
 from procession.processors import HoldBackWindow, Processor, ProcessOutputStreamArgs
 from procession.testing.strategies import text_splits
+from tests.processors.builtin.builtin_helpers import (
+    assert_text_blocks_valid,
+    client_text,
+    run_chunks,
+    run_pieces,
+)
 
 WORD = "secret"
 

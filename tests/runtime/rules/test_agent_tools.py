@@ -10,7 +10,6 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from _helpers import EchoInput, echo, prompt_texts, run_stream
 
 from procession import Agent, Processor, tool
 from procession.chunks import ToolErrorChunk, ToolResultChunk
@@ -21,6 +20,7 @@ from procession.processors import (
 )
 from procession.runtime.tools import ToolContext
 from procession.testing import ScriptedModel, tool_call_turn
+from tests.runtime.rules._helpers import EchoInput, echo, prompt_texts, run_stream
 
 
 @attrs.frozen

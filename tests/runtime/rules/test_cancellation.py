@@ -8,13 +8,19 @@ from typing import Any
 
 import trio
 import trio.testing
-from _helpers import StreamGuard, Upper, each_mode, run_stream, types
 
 from procession import Agent, Processor
 from procession.actors import ExecutionMode
 from procession.chunks import AbortChunk, TextDeltaChunk, TripwireChunk
 from procession.processors import ProcessOutputStreamArgs
 from procession.testing import Delay, ScriptedModel, text_turn
+from tests.runtime.rules._helpers import (
+    StreamGuard,
+    Upper,
+    each_mode,
+    run_stream,
+    types,
+)
 
 # === 8. Cancellation =============================================================
 

@@ -9,17 +9,6 @@ from typing import Any
 
 import attrs
 import pytest
-from _helpers import (
-    Observer,
-    Upper,
-    deltas,
-    each_mode,
-    echo,
-    prompt_texts,
-    run_stream,
-    types,
-    user_message,
-)
 
 from procession import Agent, MessageList, Processor, ProcessorContractError
 from procession.actors import ExecutionMode
@@ -30,6 +19,17 @@ from procession.testing import (
     assert_run_shape,
     text_turn,
     tool_call_turn,
+)
+from tests.runtime.rules._helpers import (
+    Observer,
+    Upper,
+    deltas,
+    each_mode,
+    echo,
+    prompt_texts,
+    run_stream,
+    types,
+    user_message,
 )
 
 # === 1. Drop ====================================================================

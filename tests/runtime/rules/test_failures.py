@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from _helpers import Upper, each_mode, echo, prompt_texts, run_stream, types
 
 from procession import (
     Agent,
@@ -26,6 +25,14 @@ from procession.testing import (
     assert_run_shape,
     text_turn,
     tool_call_turn,
+)
+from tests.runtime.rules._helpers import (
+    Upper,
+    each_mode,
+    echo,
+    prompt_texts,
+    run_stream,
+    types,
 )
 
 # === 2. on_error policies, in every hook kind ====================================

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from _helpers import MODES, StreamGuard, Upper, echo, run_stream, wire
 
 from procession import Agent, Processor, ProviderError
 from procession.chunks import TextDeltaChunk, data
@@ -19,6 +18,14 @@ from procession.testing import (
     fail_at,
     text_turn,
     tool_call_turn,
+)
+from tests.runtime.rules._helpers import (
+    MODES,
+    StreamGuard,
+    Upper,
+    echo,
+    run_stream,
+    wire,
 )
 
 # === 10. Sequential equivalence at agent level ===================================

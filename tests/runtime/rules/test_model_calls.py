@@ -10,14 +10,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from _helpers import (
-    RetryApiErrors,
-    Upper,
-    deltas,
-    prompt_texts,
-    run_stream,
-    user_message,
-)
 
 from procession import Agent, Processor, ProcessorError, ProviderError
 from procession.chunks import FinishChunk, TextDeltaChunk
@@ -31,6 +23,14 @@ from procession.processors import (
     ProcessOutputStreamArgs,
 )
 from procession.testing import Delay, ScriptedModel, text_turn
+from tests.runtime.rules._helpers import (
+    RetryApiErrors,
+    Upper,
+    deltas,
+    prompt_texts,
+    run_stream,
+    user_message,
+)
 
 # === 14. Raw chunks for process_llm_response; cached replay =====================
 

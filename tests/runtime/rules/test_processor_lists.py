@@ -8,8 +8,6 @@ from typing import Any
 
 import attrs
 import pytest
-from _helpers import Upper, echo
-from seed_processors import content_filter_for
 
 from procession import (
     Agent,
@@ -25,6 +23,8 @@ from procession.processors import (
     ProcessToolResultArgs,
 )
 from procession.testing import ScriptedModel, tool_call_turn
+from tests.runtime.rules._helpers import Upper, echo
+from tests.seed_processors import content_filter_for
 
 # === 12. Registration ============================================================
 

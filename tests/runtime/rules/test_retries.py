@@ -10,18 +10,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from _helpers import (
-    Observer,
-    RetryApiErrors,
-    StreamGuard,
-    deltas,
-    each_mode,
-    echo,
-    prompt_texts,
-    run_stream,
-    system_texts,
-    types,
-)
 
 from procession import Agent, Processor, ProviderError, message_text
 from procession.actors import ExecutionMode
@@ -49,6 +37,18 @@ from procession.testing import (
     assert_run_shape,
     text_turn,
     tool_call_turn,
+)
+from tests.runtime.rules._helpers import (
+    Observer,
+    RetryApiErrors,
+    StreamGuard,
+    deltas,
+    each_mode,
+    echo,
+    prompt_texts,
+    run_stream,
+    system_texts,
+    types,
 )
 
 

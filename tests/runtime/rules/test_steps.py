@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from _helpers import echo, run_stream, system_texts
-
 from procession import Agent, Processor
 from procession.chunks import to_wire
 from procession.models import register_provider
 from procession.processors import ProcessInputStepArgs
 from procession.testing import ScriptedModel, tool_call_turn
+from tests.runtime.rules._helpers import echo, run_stream, system_texts
 
 # === prepare_step ================================================================
 

@@ -10,7 +10,6 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from _helpers import StreamGuard, deltas, each_mode, run_stream, types, wire
 
 from procession import Agent, Processor, ProcessorViolation
 from procession.actors import ExecutionMode
@@ -22,6 +21,14 @@ from procession.processors import (
     ProcessOutputStreamArgs,
 )
 from procession.testing import ScriptedModel, text_turn
+from tests.runtime.rules._helpers import (
+    StreamGuard,
+    deltas,
+    each_mode,
+    run_stream,
+    types,
+    wire,
+)
 
 # === 6. Tripwire results =========================================================
 

@@ -1,16 +1,14 @@
-"""What the node-driven server tests share (each such module wraps
-``node_clients_dir`` in a fixture; a conftest.py here would clash with
-tests/conftest.py for mypy): the pinned npm packages (the real JS clients
-and playwright-core) and the scripts that use them, installed once."""
+"""What the node-driven server tests share: the pinned npm packages (the real
+JS clients and playwright-core), the scripts that use them, and running node
+against a served app. The ``node_clients`` fixture (conftest.py) installs them
+once a session."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import trio
 
 from procession.server import ProcessionApp, serve
@@ -24,47 +22,6 @@ CLIENTS = Path(__file__).parent / "clients"
 # 1.18 speaks the 2025 protocol and 2026-07-28 on request); playwright-core
 # drives Debian's chromium for the page's test (it never downloads a browser).
 NPM_PACKAGES = (CLIENTS / "npm-packages.txt").read_text().split()
-
-
-def _package_name(spec: str) -> str:
-    return spec.rsplit("@", 1)[0] if spec.rfind("@") > 0 else spec
-
-
-_INSTALLED: list[Path] = []
-
-
-def node_clients_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory with the packages' node_modules and the client scripts
-    beside it: ``$PROCESSION_NODE_CLIENTS`` when set (what it lacks is
-    installed there), else a temporary directory, once per session."""
-    if _INSTALLED:
-        return _INSTALLED[0]
-    given = os.environ.get("PROCESSION_NODE_CLIENTS")
-    where = Path(given) if given else tmp_path_factory.mktemp("npm-clients")
-    missing = [
-        spec
-        for spec in NPM_PACKAGES
-        if not (where / "node_modules" / _package_name(spec)).exists()
-    ]
-    if missing:
-        subprocess.run(
-            [
-                "npm",
-                "install",
-                "--prefix",
-                str(where),
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                *missing,
-            ],
-            check=True,
-            timeout=600,
-        )
-    for script in CLIENTS.glob("*.mjs"):
-        shutil.copy(script, where / script.name)
-    _INSTALLED.append(where)
-    return where
 
 
 async def run_node_against(
