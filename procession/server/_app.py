@@ -761,6 +761,40 @@ class ProcessionApp:
         finally:
             self.runs.reserved -= 1
 
+    async def _continued_quietly(
+        self, agent: Agent, run: AbstractAsyncContextManager[AgentStream], key: str
+    ) -> AgentResult:
+        """An answered run's continuation for a ``-generate`` answer: run to
+        its end with no stream of its own, yet, as ``_continued``'s, into a
+        new log under the run's key (its followers on any replica read it)
+        and registered (a cancel reaches it). Its result. Raises what
+        entering ``run`` raises (``ApprovalAlreadyDecided``...), before
+        anything is published."""
+        self._check_room()
+        self.runs.reserved += 1
+        try:
+            async with run as stream:
+                settings = self._mastra_settings(stream.run_id)
+                publisher = await self._log_after_pause(key, stream, settings)
+                try:
+                    await publish_run(
+                        stream,
+                        settings,
+                        publisher=publisher,
+                        registry=self.runs,
+                        key=key,
+                        shutdown=self.shutdown_event,
+                        hold=self._holds(agent),
+                    )
+                finally:
+                    if publisher is not None:
+                        await _close_quietly(publisher)
+                        assert self.bus is not None
+                        self.bus.remove(key)
+                return await stream.result()
+        finally:
+            self.runs.reserved -= 1
+
     async def _log_after_pause(
         self, resume_key: str, stream: AgentStream, settings: StreamSettings
     ) -> RunPublisher | None:
@@ -1031,14 +1065,11 @@ class ProcessionApp:
             )
         key = run_key(owner, run_id)
         if action.endswith("-generate"):
-            self._check_room()
-            self.runs.reserved += 1
-            try:
-                async with run as stream:
-                    result = await stream.result()
-            finally:
-                self.runs.reserved -= 1
-            await send_json(req.send, 200, generate_body(result))
+            await send_json(
+                req.send,
+                200,
+                generate_body(await self._continued_quietly(agent, run, key)),
+            )
             return
         await self._continued(
             req,

@@ -205,3 +205,60 @@ async def test_a_chat_follower_reads_the_continuation(tmp_path: Path) -> None:
     assert gate.executed == [42]
     nothing = await request(app, "GET", "/api/chat/chat-1/stream")
     assert nothing.status == 204  # ended: forgotten in one process
+
+
+async def test_a_follower_reads_a_continuation_a_generate_answer_started(
+    tmp_path: Path,
+) -> None:
+    """``approve-tool-call-generate`` answers with JSON, and its continuation
+    is published under the run all the same: a follower reads it, numbered on
+    from the pause, and a cancel would reach it (it is registered)."""
+    gate = Gate()
+    app = _app(tmp_path, gate)
+    paused = await request(
+        app,
+        "POST",
+        "/api/agents/clerk/stream",
+        json_body={"messages": "delete 42", "memory": THREAD},
+    )
+    pause = frames(paused.body)
+    run_id, call = pause[-2][1]["runId"], pause[-2][1]["payload"]["toolCallId"]
+    follow = f"/api/agents/clerk/runs/{run_id}/stream"
+    answers: list[Any] = []
+
+    async def answer() -> None:
+        answers.append(
+            await request(
+                app,
+                "POST",
+                "/api/agents/clerk/approve-tool-call-generate",
+                json_body={"runId": run_id, "toolCallId": call},
+            )
+        )
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(answer)
+        with trio.fail_after(10):
+            await gate.entered.wait()  # the tool runs; the log is open
+        async with open_exchange(
+            app, "GET", follow, headers={"last-event-id": str(pause[-1][0])}
+        ) as follower:
+            assert follower.status == 200
+            gate.opened.set()
+            body = await follower.read_all()
+    followed = frames(body)
+    (answered,) = answers
+    assert answered.status == 200
+    assert answered.json()["text"] == "w0 w1 w2 w3 w4 "
+    assert _types(followed)[:2] == ["tool-result", "step-finish"]
+    assert _types(followed)[-2:] == ["finish", "[DONE]"]
+    assert [seq for seq, _ in followed] == list(
+        range(pause[-1][0] + 1, pause[-1][0] + 1 + len(followed))
+    )
+    text = "".join(
+        d["payload"]["text"]
+        for _, d in followed
+        if d != "[DONE]" and "text" in d.get("payload", {})
+    )
+    assert text == "w0 w1 w2 w3 w4 "
+    assert gate.executed == [42]

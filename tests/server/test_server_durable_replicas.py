@@ -305,7 +305,7 @@ async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
                 await stack.enter_async_context(serving(TARGET, 3, **settings))
             )
             live += [r.base for r in replicas]
-            with trio.fail_after(90):
+            with trio.fail_after(180):  # a loaded machine spawns slowly
                 async with trio.open_nursery() as nursery:
                     for i in range(runs):
                         nursery.start_soon(client, i, f"run-{uuid.uuid4().hex}")
@@ -437,7 +437,7 @@ async def test_a_run_killed_again_and_again_at_any_moment_finishes_once(
             ):
                 assert replica.process.pid is not None
                 live[replica.process.pid] = replica
-            with trio.fail_after(120):
+            with trio.fail_after(240):  # a loaded machine spawns slowly
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(client)
                     for delay in (0.3, 0.05, 0.9):
