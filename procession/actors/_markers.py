@@ -2,7 +2,7 @@
 
 The coordinator's markers come from the source (``NewAttempt``, ``Barrier``,
 ``Deliver``, ``EndRun``, ``Inline``; the runtime sends them through ``RunControl``); the
-stages' own (``_Violation``, ``_End``, ``_Raise``) are made inside the chain.
+stages' own (``_Violation``, ``_StageEnd``, ``_Raise``) are made inside the chain.
 They are the pipeline's private protocol: not part of the public API.
 """
 
@@ -173,7 +173,7 @@ class _Violation(_Marker):
         self.violation = violation
 
 
-class _End(_Marker):
+class _StageEnd(_Marker):
     """A stage ended its attempt: a tripwire (``retry`` or not) or a failure."""
 
     __slots__ = ("actor", "error", "tripwire")

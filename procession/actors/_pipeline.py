@@ -99,9 +99,9 @@ from ._markers import (
     EndRun,
     NewAttempt,
     _DrainBarrier,
-    _End,
     _Marker,
     _Raise,
+    _StageEnd,
     _Violation,
 )
 from ._split import Splitter
@@ -155,7 +155,7 @@ class OutputPipeline:
         "_delivered",
         "_flow",
         "_held",
-        "_pending_terminal",
+        "_pending_end",
         "_resume",
         "_shield_chain",
         "_source_done",
@@ -210,7 +210,7 @@ class OutputPipeline:
         self._splitter = splitter  # "adaptive": see _split
         self._task: Any = None  # "adaptive": the reading task (_watch's probe)
         self._watching = any(stage.watch is not None for stage in stages)
-        self._pending_terminal: Any = None
+        self._pending_end: Any = None
         self._resume: list[tuple[int, Any]] = []  # fused mode: see _chain
         self._shield_chain = False  # set once a read is cancelled mid-chain
         # "adaptive": source items a fill may run while they are at hand (see
@@ -526,7 +526,7 @@ class OutputPipeline:
         if (
             buffer
             and buffer[0].__class__ in _CHUNK_SET
-            and self._pending_terminal is None
+            and self._pending_end is None
             and flow.receive is None  # split or actors: __anext__ accounts
         ):
             self._delivered += 1
@@ -557,10 +557,10 @@ class OutputPipeline:
         flow = self._flow
         buffer = flow.buffer
         while True:
-            if self._pending_terminal is not None:
+            if self._pending_end is not None:
                 # The terminal chunk of a read that was cancelled while
                 # on_violation ran: it is still delivered, once.
-                item, self._pending_terminal = self._pending_terminal, None
+                item, self._pending_end = self._pending_end, None
                 self._delivered += 1
                 return item
             if buffer:
@@ -606,12 +606,12 @@ class OutputPipeline:
                 or self._held is not NOTHING
             ):
                 if self._source_done:
-                    self._finish_completed()
+                    self._end_completed()
                     return
                 await self._fill_fused()
                 return
             if self._source_done:
-                self._finish_completed()
+                self._end_completed()
                 return
             splitter.start()  # adaptive: a stage blocked; split from here on
         receive = flow.receive
@@ -625,7 +625,7 @@ class OutputPipeline:
             except trio.WouldBlock:
                 message = await receive.receive()
         except trio.EndOfChannel:
-            self._finish_completed()
+            self._end_completed()
             return
         if splitter is not None:
             splitter.received(message)
@@ -634,7 +634,7 @@ class OutputPipeline:
         else:
             flow.buffer.append(message)
 
-    def _finish_completed(self) -> None:
+    def _end_completed(self) -> None:
         self._flow.finished = True
         if self.outcome is None:
             self.outcome = PipelineOutcome("completed")
@@ -659,9 +659,9 @@ class OutputPipeline:
             raise item.error
         if isinstance(item, EndRun):
             return await self._deliver_tripwire(item.tripwire, item.actor)
-        assert isinstance(item, _End)
+        assert isinstance(item, _StageEnd)
         if item.error is not None:
-            self._finish_terminal(PipelineOutcome("error", error=item.error))
+            self._end_with(PipelineOutcome("error", error=item.error))
             return ErrorChunk(
                 payload=ErrorPayload(error=item.error), run_id=self.run_id
             )
@@ -682,9 +682,9 @@ class OutputPipeline:
     ) -> TripwireChunk:
         """The run is over from here: tell the driver first (it stops reading the
         model), then await on_violation, then deliver the tripwire chunk."""
-        self._finish_terminal(PipelineOutcome("tripwire", tripwire=tripwire))
+        self._end_with(PipelineOutcome("tripwire", tripwire=tripwire))
         chunk = self._tripwire_chunk(tripwire)
-        self._pending_terminal = chunk  # delivered even if this read is cancelled
+        self._pending_end = chunk  # delivered even if this read is cancelled
         if actor is not None:
             await self._notify(
                 actor,
@@ -695,7 +695,7 @@ class OutputPipeline:
                     blocking=True,
                 ),
             )
-        self._pending_terminal = None
+        self._pending_end = None
         return chunk
 
     async def _notify(
@@ -725,7 +725,7 @@ class OutputPipeline:
     def _tripwire_chunk(self, tripwire: TripWire) -> TripwireChunk:
         return TripwireChunk(payload=TripwirePayload.of(tripwire), run_id=self.run_id)
 
-    def _finish_terminal(self, outcome: PipelineOutcome) -> None:
+    def _end_with(self, outcome: PipelineOutcome) -> None:
         flow = self._flow
         self.outcome = outcome
         flow.finished = True

@@ -3,7 +3,7 @@
 A stage runs its hook on one chunk at a time under its actor's turn, with a
 sync fast path (``apply_nowait``), and turns what the hook did into items for
 the chain: the chunk(s) it returned, its custom chunks and violations, its
-abort (``_End``) or its failure under the processor's ``on_error`` policy.
+abort (``_StageEnd``) or its failure under the processor's ``on_error`` policy.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from ._markers import (
     NewAttempt,
     _Custom,
     _DrainBarrier,
-    _End,
     _Marker,
     _Raise,
+    _StageEnd,
     _Violation,
 )
 from ._watch import (
@@ -334,7 +334,7 @@ class _Stage:
     async def apply(self, item: Any, pending: _Pending | None = None) -> Any:
         """Run the hook on ``item`` under the actor's turn. Returns the chunk to
         pass on, ``None`` (drop), a list (several chunks), or ``_STOP`` (the
-        attempt ended here; an ``_End`` marker was emitted). With ``pending``,
+        attempt ended here; an ``_StageEnd`` marker was emitted). With ``pending``,
         the hook already ran (``apply_nowait``) and returned that awaitable,
         which is awaited instead. Checkpoints if it has to wait for the actor's
         turn or if the hook does; a cancellation is the caller's to handle (the
@@ -408,7 +408,7 @@ class _Stage:
                 out.append(item)  # never discarded
             elif self.stopped or self.discarding:
                 pass  # after this stage's cut: the earliest signal already won
-            elif isinstance(item, _End):
+            elif isinstance(item, _StageEnd):
                 out.append(item)
                 if item.is_retry:
                     self.discarding = True
@@ -475,7 +475,7 @@ class _Stage:
             self.flow.note_retry(self.attempt)
         else:
             self.stopped = True
-        self.out.append(_End(self.actor, tripwire=tripwire))
+        self.out.append(_StageEnd(self.actor, tripwire=tripwire))
         return _STOP
 
     def _failed(self, exc: Exception, item: Any) -> Any:
@@ -493,7 +493,7 @@ class _Stage:
         if isinstance(outcome, TripWire):
             return self._tripped(outcome)
         self.stopped = True
-        self.out.append(_End(self.actor, error=outcome))
+        self.out.append(_StageEnd(self.actor, error=outcome))
         return _STOP
 
 
