@@ -65,29 +65,29 @@ from ._registration import ProcessorSet as ProcessorSet
 from ._registration import ProcessorSpec as ProcessorSpec
 from ._registration import ProcessorWarning as ProcessorWarning
 from ._registration import register_processors as register_processors
-from .builtin import BatchParts as BatchParts
-from .builtin import HoldBackWindow as HoldBackWindow
-from .builtin import JudgeError as JudgeError
-from .builtin import LanguageDetector as LanguageDetector
-from .builtin import ModerationProcessor as ModerationProcessor
-from .builtin import PatternRule as PatternRule
-from .builtin import PIIDetector as PIIDetector
-from .builtin import PrefillErrorHandler as PrefillErrorHandler
-from .builtin import PromptInjectionDetector as PromptInjectionDetector
-from .builtin import RegexFilter as RegexFilter
-from .builtin import RetryMatcher as RetryMatcher
-from .builtin import StreamErrorRetryProcessor as StreamErrorRetryProcessor
-from .builtin import StructuredOutput as StructuredOutput
-from .builtin import SystemPromptScrubber as SystemPromptScrubber
-from .builtin import TokenLimiter as TokenLimiter
-from .builtin import ToolCallFilter as ToolCallFilter
-from .builtin import UnicodeNormalizer as UnicodeNormalizer
-from .builtin import get_retry_after_ms as get_retry_after_ms
-from .builtin import is_bad_request_error as is_bad_request_error
-from .builtin import (
+from .builtin._home import BatchParts as BatchParts
+from .builtin._home import HoldBackWindow as HoldBackWindow
+from .builtin._home import JudgeError as JudgeError
+from .builtin._home import LanguageDetector as LanguageDetector
+from .builtin._home import ModerationProcessor as ModerationProcessor
+from .builtin._home import PatternRule as PatternRule
+from .builtin._home import PIIDetector as PIIDetector
+from .builtin._home import PrefillErrorHandler as PrefillErrorHandler
+from .builtin._home import PromptInjectionDetector as PromptInjectionDetector
+from .builtin._home import RegexFilter as RegexFilter
+from .builtin._home import RetryMatcher as RetryMatcher
+from .builtin._home import StreamErrorRetryProcessor as StreamErrorRetryProcessor
+from .builtin._home import StructuredOutput as StructuredOutput
+from .builtin._home import SystemPromptScrubber as SystemPromptScrubber
+from .builtin._home import TokenLimiter as TokenLimiter
+from .builtin._home import ToolCallFilter as ToolCallFilter
+from .builtin._home import UnicodeNormalizer as UnicodeNormalizer
+from .builtin._home import get_retry_after_ms as get_retry_after_ms
+from .builtin._home import is_bad_request_error as is_bad_request_error
+from .builtin._home import (
     is_retryable_openai_responses_stream_error as is_retryable_openai_responses_stream_error,  # noqa: E501 - a re-exported name cannot wrap
 )
-from .builtin import is_terminal_auth_error as is_terminal_auth_error
+from .builtin._home import is_terminal_auth_error as is_terminal_auth_error
 
 __all__ = [
     "AbortSignal",

@@ -11,6 +11,7 @@ import httpx2
 import pytest
 
 import procession
+import procession.mcp  # its errors name it as their home once it is imported
 import procession.memory
 import procession.processors
 import procession.processors.builtin

@@ -22,6 +22,7 @@ from procession.messages import Message
 from procession.models import ModelRequest
 from procession.processors import (
     CollectingEmitter,
+    JudgeError,
     LanguageDetector,
     MessageList,
     ModerationProcessor,
@@ -32,7 +33,7 @@ from procession.processors import (
     PromptUserMessage,
     StreamParts,
 )
-from procession.processors.builtin import JudgeError, parse_verdict
+from procession.processors.builtin import parse_verdict
 from procession.testing import ScriptedModel, assert_split_invariant
 from procession.testing.strategies import text_splits
 from tests.processors.builtin.builtin_helpers import (

@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from procession.messages import Message, TextPart
-from procession.processors import MessageList, ProcessInputArgs
-from procession.processors.builtin import UnicodeNormalizer
+from procession.processors import MessageList, ProcessInputArgs, UnicodeNormalizer
 from procession.testing.strategies import text_splits
 from tests.processors.builtin.builtin_helpers import (
     assert_text_blocks_valid,
