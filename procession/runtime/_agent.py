@@ -199,6 +199,7 @@ class Agent:
             )
         self.storage = storage
         self.durable = check_durable(durable)
+        self._runs_kept_by: tuple[object, RunStorage | None] | None = None
 
     @property
     def run_storage(self) -> RunStorage | None:
@@ -207,7 +208,15 @@ class Agent:
         if self.storage is not None:
             return self.storage
         memory_storage = self.memory.storage if self.memory is not None else None
-        return memory_storage if isinstance(memory_storage, RunStorage) else None
+        if memory_storage is None:
+            return None
+        # Asked for every run: a runtime-checkable protocol's isinstance walks
+        # every member (tens of µs), so the answer is kept per storage object.
+        known = self._runs_kept_by
+        if known is None or known[0] is not memory_storage:
+            kept = memory_storage if isinstance(memory_storage, RunStorage) else None
+            known = self._runs_kept_by = (memory_storage, kept)
+        return known[1]
 
     def __repr__(self) -> str:
         return f"<Agent id={self.id!r}>"

@@ -546,3 +546,29 @@ def test_a_run_id_is_run_and_128_random_bits() -> None:
     first, second = run(main)
     assert re.fullmatch(r"run-[0-9a-f]{32}", first), first
     assert first != second
+
+
+async def test_run_storage_follows_the_memory_it_is_asked_of() -> None:
+    """``Agent.run_storage`` keeps its answer per storage object (the
+    protocol check costs tens of µs, and every run asks), so it must follow
+    a memory swapped on the agent, and an explicit ``storage``."""
+    from procession.memory import Memory, SqliteStorage
+
+    first, second = SqliteStorage(":memory:"), SqliteStorage(":memory:")
+    agent = Agent(id="a", model=ScriptedModel(["x"]))
+
+    def kept() -> object:
+        return agent.run_storage
+
+    assert kept() is None
+    agent.memory = Memory(storage=first)
+    assert kept() is first
+    assert kept() is first  # (kept)
+    agent.memory = Memory(storage=second)
+    assert kept() is second
+    agent.memory = None
+    assert kept() is None
+    agent.storage = first
+    assert kept() is first
+    await first.aclose()
+    await second.aclose()
