@@ -12,7 +12,8 @@ clock (``scribe_target.py``).
 * One process on a SQLite file with no bus, killed and started again, adopts
   its run and finishes it.
 * A rolling restart of three replicas under load ends no run early.
-* SIGTERM (a rolling restart) of the replica executing a run: it hands the
+* SIGTERM (a rolling restart) of the replica executing a run (the Mastra
+  route, and the AI SDK chat route resumed by its chat id): it hands the
   run over at once; its response ends with ``retry:`` and no ``[DONE]``; the
   client reconnects to the other replica with its ``Last-Event-ID`` and reads
   the rest: no gap, no repeat.
@@ -229,6 +230,81 @@ async def test_a_stopped_replica_hands_its_run_over_and_the_client_reconnects(
     retries = [d for d in _frames_of(rest) if d["type"] == "step-retry"]
     assert [r["payload"]["reason"] for r in retries] == ["takeover"]
     assert followed_text(first + rest) == words()
+    assert len(s.executions()) == 1
+    assert [m.role for m in saved].count("user") == 1
+
+
+def _chat_text(frames: list[tuple[str, Any]]) -> str:
+    """The text an AI SDK client keeps of a UI message stream, once each
+    ``data-step-retry`` has withdrawn its step and after."""
+    kept: list[tuple[int, str]] = []
+    step = -1
+    for chunk in _frames_of(frames):
+        if chunk["type"] == "data-step-retry":
+            withdrawn = chunk["data"]["stepNumber"]
+            kept = [(s, t) for s, t in kept if s < withdrawn]
+            step = withdrawn - 1
+        elif chunk["type"] == "start-step":
+            step += 1
+        elif chunk["type"] == "text-delta":
+            kept.append((step, chunk["delta"]))
+    return "".join(t for _, t in kept)
+
+
+async def test_a_chat_handed_over_is_resumed_on_another_replica_by_its_chat_id(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The AI SDK's chat route: a replica stopped mid-answer hands the run
+    over; the chat's response ends with ``retry:`` and no ``[DONE]``; ``GET
+    /api/chat/{id}/stream`` on the other replica, with the last id read,
+    streams the rest of the same UI message stream."""
+    chat_id = f"chat-{uuid.uuid4().hex}"
+    body = {
+        "id": chat_id,
+        "messages": [
+            {
+                "id": "u1",
+                "role": "user",
+                "parts": [{"type": "text", "text": "look it up"}],
+            }
+        ],
+        "memory": THREAD,
+    }
+    async with scribes(tmp_path) as s:
+        a, b = s.replicas
+        first: list[tuple[str, Any]] = []
+        rest: list[tuple[str, Any]] = []
+        async with open_sse(
+            "POST", f"{a.base}/api/chat", json=body, headers=ADA
+        ) as response:
+            assert response.status == 200
+            with trio.fail_after(20):
+                while (
+                    sum(1 for d in _frames_of(first) if d["type"] == "text-delta") < 5
+                ):
+                    await response.read(first, until=len(first) + 1)
+            a.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(20):
+                await response.read(first)
+            retry_ms = response.retry_ms
+        resume = {**ADA, "last-event-id": first[-1][0]}
+        async with open_sse(
+            "GET", f"{b.base}/api/chat/{chat_id}/stream", headers=resume
+        ) as follower:
+            assert follower.status == 200
+            with trio.fail_after(30):
+                await follower.read(rest)
+        saved = await s.saved()
+    assert retry_ms == 1000
+    assert "[DONE]" not in [d for _, d in first]
+    assert rest[-1][1] == "[DONE]"
+    ids = [entry_id for entry_id, _ in first + rest]
+    assert len(set(ids)) == len(ids)
+    assert sorted(ids, key=entry_key) == ids
+    types = [d["type"] for d in _frames_of(first + rest)]
+    assert types.count("start") == 1  # one UI message, continued
+    assert "data-step-retry" in [d["type"] for d in _frames_of(rest)]
+    assert _chat_text(first + rest) == words()
     assert len(s.executions()) == 1
     assert [m.role for m in saved].count("user") == 1
 
