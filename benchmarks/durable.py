@@ -200,6 +200,7 @@ async def _kill_once(store: list[str], lease_s: float, tmp: str) -> KillRow:
     done = trio.Event()
     try:
         with trio.fail_after(60):
+            # (another process writes it: no trio.Event can say so)
             while not await trio.Path(marker).exists():  # noqa: ASYNC110
                 await trio.sleep(0.01)
             await trio.sleep(0.05)  # the tool's start is recorded

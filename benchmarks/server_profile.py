@@ -108,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     profiler.disable()
     stats = pstats.Stats(profiler)
     split: dict[str, float] = defaultdict(float)
+    # (pstats keeps its table in an attribute typeshed does not declare)
     for (filename, _line, _name), row in stats.stats.items():  # type: ignore[attr-defined]
         split[_part(filename)] += row[2]  # tottime
     units = completed[0] * (args.chunks if args.chunks > 1 else 1)

@@ -299,7 +299,7 @@ def _serve_mcp(agents: list[Agent]) -> int:
     from .mcp import agent_tool_name, serve_stdio
 
     try:
-        import mcp  # noqa: F401
+        import mcp  # noqa: F401 - only whether the extra is installed
     except ImportError as exc:
         print(
             "procession serve: --mcp needs the mcp extra: "

@@ -684,7 +684,7 @@ class MCPTools:
 
 def _require_sdk() -> None:
     try:
-        import mcp  # noqa: F401
+        import mcp  # noqa: F401 - only whether the extra is installed
     except ImportError as exc:
         raise ConfigurationError(
             f'MCPTools needs the mcp extra: pip install "procession[mcp]" ({exc})'

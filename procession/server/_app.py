@@ -776,24 +776,39 @@ class ProcessionApp:
             async with run as stream:
                 settings = self._mastra_settings(stream.run_id)
                 publisher = await self._log_after_pause(key, stream, settings)
-                try:
-                    await publish_run(
-                        stream,
-                        settings,
-                        publisher=publisher,
-                        registry=self.runs,
-                        key=key,
-                        shutdown=self.shutdown_event,
-                        hold=self._holds(agent),
-                    )
-                finally:
-                    if publisher is not None:
-                        await _close_quietly(publisher)
-                        assert self.bus is not None
-                        self.bus.remove(key)
+                await self._run_alone(agent, stream, settings, publisher, key, key)
                 return await stream.result()
         finally:
             self.runs.reserved -= 1
+
+    async def _run_alone(
+        self,
+        agent: Agent,
+        stream: AgentStream,
+        settings: StreamSettings,
+        publisher: RunPublisher | None,
+        key: str,
+        resume_key: str,
+    ) -> None:
+        """Run ``stream`` to its end with no client of its own (a
+        ``-generate`` answer's continuation, a run taken over): into its log
+        ``publisher`` under ``resume_key`` (None: no bus), registered under
+        ``key``; then its log is closed and forgotten here."""
+        try:
+            await publish_run(
+                stream,
+                settings,
+                publisher=publisher,
+                registry=self.runs,
+                key=key,
+                shutdown=self.shutdown_event,
+                hold=self._holds(agent),
+            )
+        finally:
+            if publisher is not None:
+                await _close_quietly(publisher)
+                assert self.bus is not None
+                self.bus.remove(resume_key)
 
     async def _log_after_pause(
         self, resume_key: str, stream: AgentStream, settings: StreamSettings
@@ -1243,20 +1258,10 @@ class ProcessionApp:
             if resume_key != key:
                 self._chat_runs[resume_key] = chat
             try:
-                await publish_run(
-                    stream,
-                    settings,
-                    publisher=publisher,
-                    registry=self.runs,
-                    key=key,
-                    shutdown=self.shutdown_event,
-                    hold=self._holds(agent),
+                await self._run_alone(
+                    agent, stream, settings, publisher, key, resume_key
                 )
             finally:
-                if publisher is not None:
-                    await _close_quietly(publisher)
-                    assert self.bus is not None
-                    self.bus.remove(resume_key)
                 if self._chat_runs.get(resume_key) is chat:
                     del self._chat_runs[resume_key]
 

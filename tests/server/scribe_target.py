@@ -49,6 +49,7 @@ def scribe(storage: MemoryStorage, executed: str, hold: str | None) -> Agent:
         """Fetch a page (not idempotent: a call cut off is not made again)."""
         async with await trio.open_file(executed, "a") as out:
             await out.write(f"{os.getpid()}\n")
+        # (the test removes the file, from another process: no trio.Event)
         while hold is not None and await trio.Path(hold).exists():  # noqa: ASYNC110
             await trio.sleep(0.02)
         return {"page": args.q}

@@ -73,29 +73,48 @@ class Scribes:
 
 
 @asynccontextmanager
-async def scribes(tmp_path: pathlib.Path, count: int = 2) -> AsyncIterator[Scribes]:
-    dsn = postgres_dsn_or_skip()
+async def scribe_store(
+    tmp_path: pathlib.Path, dsn: str, **extra: str
+) -> AsyncIterator[tuple[PostgresStorage, dict[str, str], pathlib.Path]]:
+    """A PostgreSQL schema of the test's own (made, then dropped), a storage
+    on it, the settings of replicas serving the scribe there (``serving``),
+    and the file each execution of its tool appends to."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     storage = PostgresStorage(dsn, schema_name=schema)
     await storage.migrate()
-    await storage.aclose()
-    executed, hold = tmp_path / "executed", tmp_path / "hold"
+    executed = tmp_path / "executed"
     executed.touch()
+    settings = {
+        "postgres_dsn": dsn,
+        "pg_schema": schema,
+        "executed": str(executed),
+        "redis_prefix": unique_prefix(),
+        **extra,
+    }
     try:
-        async with serving(
-            TARGET,
-            count,
-            postgres_dsn=dsn,
-            pg_schema=schema,
-            executed=str(executed),
-            hold=str(hold),
-        ) as spawned:
-            yield Scribes(spawned, executed, hold, dsn, schema)
+        yield storage, settings, executed
     finally:
+        await storage.aclose()
         import psycopg
 
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@asynccontextmanager
+async def scribes(tmp_path: pathlib.Path, count: int = 2) -> AsyncIterator[Scribes]:
+    hold = tmp_path / "hold"
+    async with (
+        scribe_store(tmp_path, postgres_dsn_or_skip(), hold=str(hold)) as (
+            _storage,
+            settings,
+            executed,
+        ),
+        serving(TARGET, count, **settings) as spawned,
+    ):
+        yield Scribes(
+            spawned, executed, hold, settings["postgres_dsn"], settings["pg_schema"]
+        )
 
 
 def _frames_of(frames: list[tuple[str, Any]]) -> list[dict[str, Any]]:
@@ -218,12 +237,17 @@ async def test_a_stopped_replica_hands_its_run_over_and_the_client_reconnects(
             retry_ms = response.retry_ms
         resume = {**ADA, "last-event-id": first[-1][0]}
         follow = f"{b.base}/api/agents/scribe/runs/{run_id}/stream"
+        # The run taken over is still ada's alone: for bob it does not exist.
+        bob = {"authorization": "Bearer bob-token", "last-event-id": first[-1][0]}
+        async with open_sse("GET", follow, headers=bob) as intruder:
+            bob_status = intruder.status
         async with open_sse("GET", follow, headers=resume) as follower:
             assert follower.status == 200
             with trio.fail_after(30):
                 await follower.read(rest)
         saved = await s.saved()
     assert retry_ms == 1000
+    assert bob_status == 404
     assert "[DONE]" not in [d for _, d in first]  # the run is not over
     assert rest[-1][1] == "[DONE]"
     _check_one_log(first + rest, run_id)
@@ -352,18 +376,6 @@ async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
     without ``[DONE]`` (a ``retry:``, or its replica gone). Every run ends
     with its whole answer, read once; every tool ran once."""
     runs = 6
-    dsn = postgres_dsn
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    storage = PostgresStorage(dsn, schema_name=schema)
-    await storage.migrate()
-    executed = tmp_path / "executed"
-    executed.touch()
-    settings = {
-        "postgres_dsn": dsn,
-        "pg_schema": schema,
-        "executed": str(executed),
-        "redis_prefix": unique_prefix(),
-    }
     live: list[str] = []
     read: dict[int, list[tuple[str, Any]]] = {i: [] for i in range(runs)}
     reconnects = [0] * runs
@@ -375,7 +387,11 @@ async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
 
         await read_to_the_end(read[i], run_id, f"t-{i}", pick)
 
-    try:
+    async with scribe_store(tmp_path, postgres_dsn) as (
+        storage,
+        settings,
+        executed,
+    ):
         async with AsyncExitStack() as stack:
             replicas = list(
                 await stack.enter_async_context(serving(TARGET, 3, **settings))
@@ -397,12 +413,6 @@ async def test_a_rolling_restart_of_three_replicas_under_load_ends_no_run_early(
                         replicas[index] = fresh
                         live.append(fresh.base)
         saved = [await storage.list_messages(f"t-{i}", "ada") for i in range(runs)]
-    finally:
-        await storage.aclose()
-        import psycopg
-
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     for i in range(runs):
         frames = read[i]
         assert frames[-1][1] == "[DONE]", i
@@ -481,19 +491,6 @@ async def test_a_run_killed_again_and_again_at_any_moment_finishes_once(
     The client, reconnecting to live replicas with its ``Last-Event-ID``,
     reads the whole answer once; the tool ran once; memory holds the turn
     once."""
-    dsn = postgres_dsn
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    storage = PostgresStorage(dsn, schema_name=schema)
-    await storage.migrate()
-    executed = tmp_path / "executed"
-    executed.touch()
-    settings = {
-        "postgres_dsn": dsn,
-        "pg_schema": schema,
-        "executed": str(executed),
-        "redis_prefix": unique_prefix(),
-        "words": "120",  # six seconds of answer: time for three kills
-    }
     run_id = f"run-{uuid.uuid4().hex}"
     frames: list[tuple[str, Any]] = []
     live: dict[int, Replica] = {}
@@ -506,7 +503,12 @@ async def test_a_run_killed_again_and_again_at_any_moment_finishes_once(
         done.set()
 
     kills: list[tuple[int, int]] = []
-    try:
+    # (six seconds of answer: time for three kills)
+    async with scribe_store(tmp_path, postgres_dsn, words="120") as (
+        storage,
+        settings,
+        executed,
+    ):
         async with AsyncExitStack() as stack:
             for replica in await stack.enter_async_context(
                 serving(TARGET, 2, **settings)
@@ -541,12 +543,6 @@ async def test_a_run_killed_again_and_again_at_any_moment_finishes_once(
                         live[fresh.process.pid] = fresh
                     await done.wait()
         saved = await storage.list_messages("t-1", "ada")
-    finally:
-        await storage.aclose()
-        import psycopg
-
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     assert len(kills) == 3
     assert frames[-1][1] == "[DONE]"
     ids = [entry_id for entry_id, _ in frames]
