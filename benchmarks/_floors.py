@@ -12,6 +12,9 @@ serve runs on); ``raw-trio`` a trio socket server speaking just enough
 HTTP/1.1 (keep-alive, a chunked body). Each request says its workload in its
 body as ``_served.py`` reads it (``chunks=200 pace=20``: 200 deltas, 20 ms
 before each). Prints ``ready <port>`` once it listens; runs until SIGTERM.
+The garbage collector is tuned as ``procession serve`` tunes its own
+(``procession.server.tune_gc``), so a floor and procession differ only in
+what they run per request.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import trio
+
+from procession.server import tune_gc
 
 RUN_ID = "run-" + "0" * 32
 BATCH = 16
@@ -207,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
+    tune_gc()  # as procession serve does
     if args.kind == "raw-trio":
         trio.run(serve_raw, args.port)
     else:

@@ -123,6 +123,16 @@ def _parser() -> argparse.ArgumentParser:
         "each with its own runs and its own limit on concurrent runs; resume "
         "across them needs --bus (default 1: one process, no supervisor)",
     )
+    serve.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the garbage collector's first threshold once the app is loaded, "
+        "after freezing what start-up left (default "
+        "procession.server.GC_THRESHOLD; Python's is 700; 0 leaves the "
+        "collector as it is): see procession.server.tune_gc",
+    )
     # A worker of --workers N: index/count/listen_fd/parent_fd (internal).
     serve.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return parser
@@ -152,6 +162,7 @@ def _serve(args: argparse.Namespace) -> int:
     process supervises N workers (``procession.server.serve_workers``), each
     this command again with ``--worker``."""
     from .server import (
+        GC_THRESHOLD,
         WorkerSpec,
         check_bind,
         check_workers,
@@ -161,6 +172,7 @@ def _serve(args: argparse.Namespace) -> int:
         serve,
         serve_worker,
         serve_workers,
+        tune_gc,
     )
 
     try:
@@ -168,6 +180,12 @@ def _serve(args: argparse.Namespace) -> int:
         if spec is not None:
             spec.watch_parent()  # before the app loads: a dead parent ends it
         workers = parse_workers(args.workers)
+        gc_threshold = GC_THRESHOLD if args.gc_threshold is None else args.gc_threshold
+        if gc_threshold < 0:
+            raise ConfigurationError(
+                f"--gc-threshold must be 0 (leave the collector as it is) or a "
+                f"positive number of objects, got {gc_threshold}"
+            )
         if args.mcp and args.bus:
             raise ConfigurationError("--bus is for HTTP; --mcp serves over stdio")
         if args.mcp and workers > 1:
@@ -196,6 +214,8 @@ def _serve(args: argparse.Namespace) -> int:
     if args.mcp:
         return _serve_mcp(list(app.agents.values()))
     _configure_logging(args)
+    if gc_threshold:
+        tune_gc(gc_threshold)
 
     def announce(urls: list[str], detail: str = "") -> None:
         ids = ", ".join(app.agents)
@@ -235,6 +255,7 @@ def _serve(args: argparse.Namespace) -> int:
             argv += ["--durable"] if args.durable else []
             argv += ["--log-level", args.log_level]
             argv += ["--no-access-log"] if args.no_access_log else []
+            argv += ["--gc-threshold", str(gc_threshold)]
             return argv
 
         try:

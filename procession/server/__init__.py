@@ -72,8 +72,10 @@ from ._security import TOKENS_ENV as TOKENS_ENV
 from ._security import Cors as Cors
 from ._security import Token as Token
 from ._security import check_bind as check_bind
+from ._serve import GC_THRESHOLD as GC_THRESHOLD
 from ._serve import load_target as load_target
 from ._serve import serve as serve
+from ._serve import tune_gc as tune_gc
 from ._ui_stream import UI_STREAM_HEADERS as UI_STREAM_HEADERS
 from ._ui_stream import UiStreamEncoder as UiStreamEncoder
 from ._ui_stream import ui_chunks as ui_chunks
@@ -88,6 +90,7 @@ __all__ = [
     "BUS_ERROR_NAME",
     "Cors",
     "DONE_FRAME",
+    "GC_THRESHOLD",
     "GAP_ERROR_NAME",
     "InProcessRunBus",
     "KEEPALIVE_FRAME",
@@ -116,6 +119,7 @@ __all__ = [
     "serve",
     "serve_worker",
     "serve_workers",
+    "tune_gc",
     "ui_chunks",
     "ui_frame",
 ]

@@ -25,6 +25,7 @@ import pytest
 import trio
 
 from procession._cli import main
+from procession.server import GC_THRESHOLD
 
 HERE = Path(__file__).resolve().parent
 TARGET = str(HERE / "workers_target.py")
@@ -183,6 +184,15 @@ async def test_two_workers_each_serve_streams_without_a_bus(workers: _Server) ->
         if len(seen) == 2:
             break
     assert seen == set(workers.pids)
+
+
+def test_each_worker_tunes_its_collector_as_the_parent_was_told(
+    workers: _Server,
+) -> None:
+    for pid in workers.pids:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        at = argv.index(b"--gc-threshold")
+        assert argv[at + 1] == str(GC_THRESHOLD).encode(), argv
 
 
 async def test_a_cancel_on_the_other_worker_is_a_404_that_says_why(
