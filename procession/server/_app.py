@@ -93,6 +93,7 @@ from ._security import (
 from ._streaming import (
     RunReader,
     RunRegistry,
+    Shutdown,
     StreamSettings,
     stream_response,
     watch_disconnect,
@@ -210,7 +211,7 @@ class ProcessionApp:
         self.workers = 1
         """How many worker processes serve this app (``serve_worker`` sets
         it): each runs its own runs, under its own ``max_concurrent_runs``."""
-        self._shutdown: trio.Event | None = None
+        self._shutdown: Shutdown | None = None
         self._mcp = (
             mcp_endpoint(agents, self._mcp_run, max_body_bytes=max_body_bytes)
             if mcp
@@ -352,17 +353,23 @@ class ProcessionApp:
         )
 
     @property
-    def shutdown_event(self) -> trio.Event:
+    def shutdown(self) -> Shutdown:
+        """The graceful shutdown: its ``event`` is set once it began."""
         # Created lazily: a trio.Event belongs to the trio run that uses it.
         if self._shutdown is None:
-            self._shutdown = trio.Event()
+            self._shutdown = Shutdown()
         return self._shutdown
+
+    @property
+    def shutdown_event(self) -> trio.Event:
+        """Set once the graceful shutdown began (``begin_shutdown``)."""
+        return self.shutdown.event
 
     def begin_shutdown(self) -> None:
         """End every open stream now (each run is cancelled: an ``abort``
         chunk, then ``[DONE]``); new requests still get answers until the
         server stops listening."""
-        self.shutdown_event.set()
+        self.shutdown.begin()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -694,7 +701,7 @@ class ProcessionApp:
                     settings,
                     registry=self.runs,
                     key=keys.run,
-                    shutdown=self.shutdown_event,
+                    shutdown=self.shutdown,
                     hold=hold,
                 )
                 return

@@ -52,7 +52,7 @@ from ._streaming import (
     RunRegistry,
     StreamSettings,
     moved_away,
-    watch_disconnect,
+    watch_client,
 )
 
 __all__ = [
@@ -138,9 +138,8 @@ async def follow_log(
     Returns early, leaving the body cut, when the client disconnects.
     Checkpoints."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
         writer = BodyWriter(send, settings.keepalive_s)
-        nursery.start_soon(writer.keep_alive)
+        nursery.start_soon(watch_client, receive, nursery.cancel_scope, writer)
         tail = b""
         ready = subscription.receive_ready
         waiting = trio.CancelScope()

@@ -1,6 +1,6 @@
 """One streamed response: the run read and written in the request's own task,
-beside a disconnect watcher and a timer (keepalives, the graceful shutdown),
-in one nursery per request.
+beside one watcher task (the client's disconnect, keepalives, the graceful
+shutdown), in one nursery per request.
 
 * The path of a chunk is one task: the request's task reads the run
   (``AgentStream.__anext__``, where fused processors run too), encodes the
@@ -18,7 +18,7 @@ in one nursery per request.
   to a closed connection silently, so it must be watched for) cancels the
   nursery at once: leaving the run's ``async with`` cancels the run, its
   processors and the provider's stream.
-* While nothing was sent for ``keepalive_s``, the timer sends an SSE
+* While nothing was sent for ``keepalive_s``, the watcher sends an SSE
   comment (never in the middle of a frame: the two take turns).
 * A cancel (the cancel route, a chat's stop, the graceful shutdown) cancels
   the run (``stream.cancel()``) and cuts off a read in progress, which may be
@@ -30,9 +30,10 @@ in one nursery per request.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Final
 
 import attrs
@@ -51,9 +52,11 @@ __all__ = [
     "BodyWriter",
     "RunReader",
     "RunRegistry",
+    "Shutdown",
     "StreamSettings",
     "moved_away",
     "stream_response",
+    "watch_client",
     "watch_disconnect",
 ]
 
@@ -224,6 +227,38 @@ class StreamSettings:
     keepalive_s: float
 
 
+class Shutdown:
+    """An app's graceful shutdown: ``event`` is set once it began
+    (``begin``), and the waits registered with ``cutting`` are cut short
+    then, so one task can wait for its client and for the shutdown at once
+    (``watch_client``)."""
+
+    __slots__ = ("_cut", "event")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self._cut: set[trio.CancelScope] = set()
+
+    def begin(self) -> None:
+        """Set ``event`` and cancel every scope inside ``cutting``. Idempotent."""
+        self.event.set()
+        for scope in self._cut:
+            scope.cancel()
+        self._cut.clear()
+
+    @contextmanager
+    def cutting(self, scope: trio.CancelScope) -> Iterator[None]:
+        """For the block, ``scope`` is cancelled when the shutdown begins (at
+        once if it already has)."""
+        if self.event.is_set():
+            scope.cancel()
+        self._cut.add(scope)
+        try:
+            yield
+        finally:
+            self._cut.discard(scope)
+
+
 async def watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
     """Wait for ``http.disconnect`` and cancel ``scope`` then. Other messages
     (a body the client still sends) are read and dropped."""
@@ -234,16 +269,55 @@ async def watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
             return
 
 
+async def watch_client(
+    receive: Receive,
+    scope: trio.CancelScope,
+    writer: BodyWriter,
+    shutdown: Shutdown | None = None,
+    on_shutdown: Callable[[], Awaitable[object]] | None = None,
+) -> None:
+    """A streamed response's one side task: cancel ``scope`` at the client's
+    ``http.disconnect`` (and return; a body it still sends is read and
+    dropped); while nothing was sent for the writer's keepalive period, send
+    a keepalive comment; when ``shutdown`` begins, stop the keepalives and
+    await ``on_shutdown()`` once, then watch only for the disconnect.
+
+    One cancel scope per wait for the client (a message, the keepalive's
+    time or the shutdown, whichever is first), none per chunk. Checkpoints."""
+    watching = shutdown is not None and on_shutdown is not None
+    keepalives = True
+    while True:
+        deadline = writer.keepalive_at() if keepalives else math.inf
+        with trio.CancelScope(deadline=deadline) as wait:
+            if watching:
+                assert shutdown is not None
+                with shutdown.cutting(wait):
+                    message = await receive()
+            else:
+                message = await receive()
+            if message["type"] == "http.disconnect":
+                scope.cancel()
+                return
+            continue
+        if watching and shutdown is not None and shutdown.event.is_set():
+            watching = keepalives = False
+            assert on_shutdown is not None
+            await on_shutdown()
+        else:
+            await writer.keep_alive_due()
+
+
 class BodyWriter:
     """The body of one started response, written by the request's task
-    (``write``) and, while that task waits for the run, by a timer task
-    (``keep_alive``): the two never send at once.
+    (``write``) and, while that task waits for the run, by the response's
+    watcher (``keep_alive_due``, from ``watch_client``): the two never send
+    at once.
 
     ``write`` costs one ASGI ``send`` and, with keepalives on, one clock
     read; it checkpoints in ``send`` (waiting while the client does not
     read)."""
 
-    __slots__ = ("_free", "_keepalive", "_last", "_message", "_send", "_sending")
+    __slots__ = ("_free", "_keepalive", "_last", "_send", "_sending")
 
     def __init__(self, send: Send, keepalive_s: float) -> None:
         self._send = send
@@ -286,21 +360,22 @@ class BodyWriter:
                 self._free = trio.Event()
             await self._free.wait()
 
-    async def keep_alive(self, shutdown: trio.Event | None = None) -> None:
-        """Send a keepalive comment whenever nothing was sent for the
-        period, until ``shutdown`` is set (then return) or the caller is
-        cancelled. One cancel scope per period, none per chunk."""
-        never = trio.Event()
-        waited = shutdown if shutdown is not None else never
-        while True:
-            with trio.move_on_at(self._last + self._keepalive):
-                await waited.wait()
-                return
-            if self._sending:  # a frame is on its way (the client may not read)
-                await self._wait_free()
-            elif trio.current_time() >= self._last + self._keepalive:
-                await self.write(KEEPALIVE_FRAME)
-            # else a frame went out meanwhile: wait from then
+    def keepalive_at(self) -> float:
+        """When a keepalive is due if nothing is sent before (trio's clock;
+        ``inf`` with keepalives off)."""
+        return self._last + self._keepalive
+
+    async def keep_alive_due(self) -> None:
+        """Send a keepalive comment if one is due now. A frame on its way
+        counts as traffic: then the next is due a period from now.
+        Checkpoints (waiting while the client does not read)."""
+        now = trio.current_time()
+        if self._sending:
+            self._last = now
+        elif now >= self._last + self._keepalive:
+            await self.write(KEEPALIVE_FRAME)
+        else:  # a frame went out meanwhile: due a period after it
+            await trio.lowlevel.checkpoint()
 
 
 async def stream_response(
@@ -311,7 +386,7 @@ async def stream_response(
     *,
     registry: RunRegistry,
     key: str,
-    shutdown: trio.Event,
+    shutdown: Shutdown,
     hold: bool = False,
 ) -> None:
     """Stream the run ``run`` (an ``agent.stream(...)`` not yet entered) as
@@ -335,8 +410,14 @@ async def stream_response(
                 }
             )
             writer = BodyWriter(send, settings.keepalive_s)
-            nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
-            nursery.start_soon(_timer, writer, shutdown, reader)
+            nursery.start_soon(
+                watch_client,
+                receive,
+                nursery.cancel_scope,
+                writer,
+                shutdown,
+                functools.partial(_stop_for_shutdown, reader),
+            )
             clean = await write_run(reader, writer, settings)
             if clean and await moved_away(stream):
                 await writer.end(RETRY_FRAME)
@@ -347,10 +428,8 @@ async def stream_response(
             registry.release(key, reader)
 
 
-async def _timer(writer: BodyWriter, shutdown: trio.Event, reader: RunReader) -> None:
-    """Keepalives until the graceful shutdown, which cancels the run (hands a
-    durable run over)."""
-    await writer.keep_alive(shutdown)
+async def _stop_for_shutdown(reader: RunReader) -> None:
+    """At the graceful shutdown: hand a durable run over, cancel any other."""
     stream = reader.stream
     if stream.durable and await stream.hand_over():
         return

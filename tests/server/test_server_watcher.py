@@ -1,0 +1,134 @@
+"""A streamed response's one side task (``watch_client``, issue 23): the
+client's disconnect, the keepalives while idle and the graceful shutdown,
+waited for at once by one task, on trio's clock."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from procession.server import KEEPALIVE_FRAME
+from procession.server._streaming import BodyWriter, Shutdown, watch_client
+
+
+class _Client:
+    """The ASGI ``send``/``receive`` of one response: what was sent, when
+    (trio's clock); a send blocks while ``reading`` is unset (a client that
+    does not read)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[float, bytes]] = []
+        self.reading = trio.Event()
+        self.reading.set()
+        self.to_app, self.inbox = trio.open_memory_channel[dict[str, Any]](10)
+
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        await self.reading.wait()
+        self.sent.append((trio.current_time(), message["body"]))
+
+    async def receive(self) -> dict[str, Any]:
+        return await self.inbox.receive()
+
+    def keepalives(self) -> list[float]:
+        return [at for at, body in self.sent if body == KEEPALIVE_FRAME]
+
+
+async def test_keepalives_while_idle_and_none_while_frames_flow(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = _Client()
+    writer = BodyWriter(client.send, 15)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch_client, client.receive, nursery.cancel_scope, writer)
+        await trio.sleep(46)  # idle: at 15, 30, 45
+        for _ in range(10):  # a frame every 10 s: never idle for 15
+            await writer.write(b"data: x\n\n")
+            await trio.sleep(10)
+        await trio.sleep(16)  # idle again: one more, 15 s after the last frame
+        nursery.cancel_scope.cancel()
+    assert client.keepalives() == [15, 30, 45, 46 + 90 + 15]
+
+
+async def test_no_keepalive_while_a_frame_is_on_its_way(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = _Client()
+    writer = BodyWriter(client.send, 15)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch_client, client.receive, nursery.cancel_scope, writer)
+        client.reading = trio.Event()  # the client stops reading at 5 s
+        await trio.sleep(5)
+        nursery.start_soon(writer.write, b"data: stuck\n\n")
+        await trio.sleep(40)  # the frame waits: 15 and 30 s pass
+        client.reading.set()  # read at 45 s
+        await trio.sleep(16)
+        nursery.cancel_scope.cancel()
+    # The frame went out whole at 45, then the keepalive at 60, a period after
+    # the frame: nothing in the middle of it, no burst of missed keepalives.
+    assert client.sent == [(45, b"data: stuck\n\n"), (60, KEEPALIVE_FRAME)]
+
+
+async def test_a_disconnect_cancels_the_response_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = _Client()
+    writer = BodyWriter(client.send, 15)
+    with trio.CancelScope() as response:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch_client, client.receive, response, writer)
+            await client.to_app.send({"type": "http.request", "body": b"more"})
+            await trio.sleep(3)
+            await client.to_app.send({"type": "http.disconnect"})
+            await trio.sleep_forever()
+    assert response.cancelled_caught
+    assert trio.current_time() == 3
+    assert client.sent == []
+
+
+@pytest.mark.parametrize("begun_before", [False, True])
+async def test_the_shutdown_stops_keepalives_and_runs_its_step_once(
+    autojump_clock: trio.testing.MockClock, begun_before: bool
+) -> None:
+    client = _Client()
+    writer = BodyWriter(client.send, 15)
+    shutdown = Shutdown()
+    steps: list[float] = []
+
+    async def on_shutdown() -> None:
+        steps.append(trio.current_time())
+
+    if begun_before:
+        shutdown.begin()
+    with trio.CancelScope() as response:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                watch_client, client.receive, response, writer, shutdown, on_shutdown
+            )
+            await trio.sleep(20)
+            shutdown.begin()
+            shutdown.begin()  # idempotent
+            await trio.sleep(100)  # no keepalive any more
+            await client.to_app.send({"type": "http.disconnect"})  # still watched
+            await trio.sleep_forever()
+    assert response.cancelled_caught
+    assert steps == ([0] if begun_before else [20])
+    assert client.keepalives() == ([] if begun_before else [15])
+
+
+async def test_keepalives_off_only_the_client_is_watched(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = _Client()
+    writer = BodyWriter(client.send, 0)
+    with trio.CancelScope() as response:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch_client, client.receive, response, writer)
+            await trio.sleep(10_000)
+            await client.to_app.send({"type": "http.disconnect"})
+            await trio.sleep_forever()
+    assert response.cancelled_caught
+    assert client.sent == []
