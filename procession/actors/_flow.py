@@ -143,15 +143,18 @@ class Flow:
         loses nothing (neither ``pull`` nor the source's read does)."""
         inline = self.inline
         if inline is not None:
+            waiting = False
             try:
                 return inline.pull_nowait()
             except trio.WouldBlock:
+                waiting = True  # waited for outside the handler (no exception kept)
+            except trio.EndOfChannel:
+                self.inline = None
+            if waiting:
                 try:
                     return await inline.pull()
                 except trio.EndOfChannel:
                     self.inline = None
-            except trio.EndOfChannel:
-                self.inline = None
         assert self.iterator is not None
         return await self.iterator.__anext__()
 

@@ -620,9 +620,12 @@ class OutputPipeline:
             # What is ready is taken first: receive() alone raises Cancelled
             # before it looks, so a read whose deadline had passed would never
             # get a chunk (the read-progress guarantee: __anext__).
+            waiting = False
             try:
                 message = receive.receive_nowait()
             except trio.WouldBlock:
+                waiting = True  # waited for outside the handler (no exception kept)
+            if waiting:
                 message = await receive.receive()
         except trio.EndOfChannel:
             self._end_completed()

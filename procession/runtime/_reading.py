@@ -341,8 +341,11 @@ class ModelReader:
             try:
                 return self.pull_nowait()
             except trio.WouldBlock:
-                self._consumer = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(self._abort_consumer)
+                pass
+            # Parked outside the handler: a waiting stream keeps no exception
+            # (and its traceback's frames) alive.
+            self._consumer = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_consumer)
 
     # --- both ------------------------------------------------------------------------
 

@@ -248,9 +248,11 @@ class ScriptedResponse:
 
     async def _advance(self) -> Chunk:
         steps = self._plan.steps
+        slept = False  # a Delay's sleep was this read's checkpoint
         while not self._done:
             if self._next == len(steps):
-                await trio.lowlevel.checkpoint()
+                if not slept:
+                    await trio.lowlevel.checkpoint()
                 self._done = True
                 self.finish = _finish_for(self._plan, self._call.request)
                 self._call.log.finish = self.finish
@@ -259,8 +261,10 @@ class ScriptedResponse:
             if isinstance(step, Delay):
                 await trio.sleep(step.seconds)
                 self._next += 1
+                slept = True
                 continue
-            await trio.lowlevel.checkpoint()
+            if not slept:  # one checkpoint per read, as a provider's socket read
+                await trio.lowlevel.checkpoint()
             # Advance only after the checkpoint: a cancelled read loses nothing.
             self._next += 1
             if isinstance(step, BaseException):
