@@ -4,7 +4,8 @@ waited for at once by one task, on trio's clock."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+import functools
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import pytest
@@ -37,19 +38,40 @@ class _Client:
         return [at for at, body in self.sent if body == KEEPALIVE_FRAME]
 
 
+async def _until_the_client_leaves(
+    client: _Client,
+    writer: BodyWriter,
+    before: Callable[[], Awaitable[object]],
+    *shutdown: Any,
+) -> trio.CancelScope:
+    """``watch_client`` on the response's scope while ``before()`` runs; then
+    the client disconnects. The response's scope, once the watcher cancelled
+    it."""
+    with trio.CancelScope() as response:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                watch_client, client.receive, response, writer, *shutdown
+            )
+            await before()
+            await client.to_app.send({"type": "http.disconnect"})
+            await trio.sleep_forever()
+    return response
+
+
 async def test_keepalives_while_idle_and_none_while_frames_flow(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     client = _Client()
     writer = BodyWriter(client.send, 15)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_client, client.receive, nursery.cancel_scope, writer)
+
+    async def before() -> None:
         await trio.sleep(46)  # idle: at 15, 30, 45
         for _ in range(10):  # a frame every 10 s: never idle for 15
             await writer.write(b"data: x\n\n")
             await trio.sleep(10)
         await trio.sleep(16)  # idle again: one more, 15 s after the last frame
-        nursery.cancel_scope.cancel()
+
+    await _until_the_client_leaves(client, writer, before)
     assert client.keepalives() == [15, 30, 45, 46 + 90 + 15]
 
 
@@ -58,15 +80,17 @@ async def test_no_keepalive_while_a_frame_is_on_its_way(
 ) -> None:
     client = _Client()
     writer = BodyWriter(client.send, 15)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_client, client.receive, nursery.cancel_scope, writer)
+
+    async def before() -> None:
         client.reading = trio.Event()  # the client stops reading at 5 s
         await trio.sleep(5)
-        nursery.start_soon(writer.write, b"data: stuck\n\n")
-        await trio.sleep(40)  # the frame waits: 15 and 30 s pass
-        client.reading.set()  # read at 45 s
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer.write, b"data: stuck\n\n")
+            await trio.sleep(40)  # the frame waits: 15 and 30 s pass
+            client.reading.set()  # read at 45 s
         await trio.sleep(16)
-        nursery.cancel_scope.cancel()
+
+    await _until_the_client_leaves(client, writer, before)
     # The frame went out whole at 45, then the keepalive at 60, a period after
     # the frame: nothing in the middle of it, no burst of missed keepalives.
     assert client.sent == [(45, b"data: stuck\n\n"), (60, KEEPALIVE_FRAME)]
@@ -76,14 +100,14 @@ async def test_a_disconnect_cancels_the_response_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     client = _Client()
-    writer = BodyWriter(client.send, 15)
-    with trio.CancelScope() as response:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch_client, client.receive, response, writer)
-            await client.to_app.send({"type": "http.request", "body": b"more"})
-            await trio.sleep(3)
-            await client.to_app.send({"type": "http.disconnect"})
-            await trio.sleep_forever()
+
+    async def before() -> None:
+        await client.to_app.send({"type": "http.request", "body": b"more"})
+        await trio.sleep(3)
+
+    response = await _until_the_client_leaves(
+        client, BodyWriter(client.send, 15), before
+    )
     assert response.cancelled_caught
     assert trio.current_time() == 3
     assert client.sent == []
@@ -101,19 +125,17 @@ async def test_the_shutdown_stops_keepalives_and_runs_its_step_once(
     async def on_shutdown() -> None:
         steps.append(trio.current_time())
 
+    async def before() -> None:
+        await trio.sleep(20)
+        shutdown.begin()
+        shutdown.begin()  # idempotent
+        await trio.sleep(100)  # no keepalive any more; the client is still watched
+
     if begun_before:
         shutdown.begin()
-    with trio.CancelScope() as response:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                watch_client, client.receive, response, writer, shutdown, on_shutdown
-            )
-            await trio.sleep(20)
-            shutdown.begin()
-            shutdown.begin()  # idempotent
-            await trio.sleep(100)  # no keepalive any more
-            await client.to_app.send({"type": "http.disconnect"})  # still watched
-            await trio.sleep_forever()
+    response = await _until_the_client_leaves(
+        client, writer, before, shutdown, on_shutdown
+    )
     assert response.cancelled_caught
     assert steps == ([0] if begun_before else [20])
     assert client.keepalives() == ([] if begun_before else [15])
@@ -123,12 +145,8 @@ async def test_keepalives_off_only_the_client_is_watched(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     client = _Client()
-    writer = BodyWriter(client.send, 0)
-    with trio.CancelScope() as response:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch_client, client.receive, response, writer)
-            await trio.sleep(10_000)
-            await client.to_app.send({"type": "http.disconnect"})
-            await trio.sleep_forever()
+    response = await _until_the_client_leaves(
+        client, BodyWriter(client.send, 0), functools.partial(trio.sleep, 10_000)
+    )
     assert response.cancelled_caught
     assert client.sent == []
