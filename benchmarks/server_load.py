@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -296,7 +297,7 @@ def wrk_load(server: Server, connections: int, seconds: float, chunks: int) -> L
                 "wrk",
                 "-t1",
                 f"-c{connections}",
-                f"-d{seconds:g}s",
+                f"-d{max(1, math.ceil(seconds))}s",  # wrk takes whole seconds
                 "--timeout",
                 "30s",
                 "-s",
