@@ -5,10 +5,14 @@ trio app sending the same SSE bytes one ``send`` per frame and 16 frames per
 ``send``, and a raw trio socket server, one ``send_all`` per frame). Every
 server runs in its own process(es); the load comes from another process:
 ``wrk`` (Debian's package) where it is installed, else this script's own
-client; the paced workload always uses this script's client (it measures the
-delay between chunks). Server CPU is read from ``/proc/<pid>/stat`` (the
-server's processes summed), memory from ``/proc/<pid>/status`` (VmRSS).
-Loopback only; every run is bounded in time.
+client. The paced workload has a client of its own in C (``_paced_client.c``:
+epoll, one thread; compiled with ``cc -O2`` at run time into a temporary
+directory, kept by the source's hash), which times every delta; where there
+is no C compiler (or with ``--paced-client trio``) this script's trio client
+does it, and says so: that client is itself the limit past a few hundred
+streams. Server CPU is read from ``/proc/<pid>/stat`` (the server's
+processes summed), memory from ``/proc/<pid>/status`` (VmRSS). Loopback
+only; every run is bounded in time.
 
 Workloads (the agent: 5 async pass-through output processors on a scripted
 model, ``_served.py``; Mastra's the same, ``mastra/server.mjs``):
@@ -16,7 +20,10 @@ model, ``_served.py``; Mastra's the same, ``mastra/server.mjs``):
 * (a) unpaced 200-delta answers at 50 and 1,000 connections: chunks/s and
   server CPU per chunk;
 * (b) a paced model (a delta every 20 ms) with many live streams: server CPU
-  per chunk, p50/p99 delay between chunks at the client;
+  per chunk; at the client, the p50/p99 *gap* between an answer's deltas
+  (arrival to arrival, so ideally the pace) and the p99 *delay*, the gap
+  minus the pace (how late a delta came); gaps are counted from the end of
+  the client's ramp (50 connections every 50 ms) until the time is up;
 * (c) one-chunk answers (``"ok"``): requests/s, server CPU per request;
 * (d) memory: server RSS per open (paced) stream, and RSS after each of 5
   runs at 1,000 connections.
@@ -32,6 +39,7 @@ in the same run, then ``summary:``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -64,6 +72,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 MODES = ("adaptive", "fused", "actors")
 FLOORS = ("hypercorn-one", "hypercorn-batched", "raw-trio")
 PATH = "/api/agents/load/stream"
+CLIENT_SOURCE = HERE / "_paced_client.c"
+COMPILERS = ("cc", "gcc", "clang")
 
 
 # --- servers ----------------------------------------------------------------------
@@ -335,27 +345,72 @@ def wrk_load(server: Server, connections: int, seconds: float, chunks: int) -> L
     return Load(requests, elapsed, cpu, errors, server.rss())
 
 
+def compiled_client() -> Path | str:
+    """The C load client (``_paced_client.c``) compiled with ``cc -O2``
+    into a temporary directory, once per source and compiler; or why not
+    (no compiler, or it failed)."""
+    compiler = next((shutil.which(c) for c in COMPILERS if shutil.which(c)), None)
+    if compiler is None:
+        return f"no C compiler ({', '.join(COMPILERS)}) on PATH"
+    flags = ["-O2"]
+    key = CLIENT_SOURCE.read_bytes() + " ".join([compiler, *flags]).encode()
+    directory = Path(tempfile.gettempdir()) / "procession-bench-client"
+    binary = directory / f"paced_client-{hashlib.sha256(key).hexdigest()[:16]}"
+    if binary.exists():
+        return binary
+    directory.mkdir(exist_ok=True)
+    partial = directory / f".{binary.name}.{os.getpid()}"  # then renamed: atomic
+    done = subprocess.run(
+        [compiler, *flags, "-o", str(partial), str(CLIENT_SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines() or ["(nothing)"]
+        return f"{compiler} failed on {CLIENT_SOURCE.name}: {said[0]}"
+    os.replace(partial, binary)
+    return binary
+
+
+def paced_client(choice: str) -> tuple[Path | None, str]:
+    """The client of the paced workload (``c``: the C client, ``trio``: this
+    script's own) as ``own_load`` takes it (``None``: the trio client), and
+    a line saying which it is."""
+    if choice == "trio":
+        return None, "# paced load: this script's trio client (--paced-client trio)"
+    found = compiled_client()
+    if isinstance(found, Path):
+        return found, f"# paced load: the C client ({found})"
+    return None, (
+        f"# {found}: the paced load falls back to this script's trio client, "
+        "itself the limit past a few hundred streams"
+    )
+
+
 def own_load(
-    server: Server, connections: int, seconds: float, chunks: int, pace_ms: float
+    server: Server,
+    connections: int,
+    seconds: float,
+    chunks: int,
+    pace_ms: float,
+    binary: Path | None = None,
 ) -> dict[str, Any]:
-    """This script's client, in another process: ``connections`` streams
-    kept open for ``seconds``; for each delta the delay since the stream's
-    previous one; the server's peak RSS meanwhile."""
+    """A client in another process (the C one at ``binary``, else this
+    script's trio client): ``connections`` streams kept open for
+    ``seconds``; for each delta the gap since the answer's previous one
+    (``gap_*``) and how late it came, the gap minus ``pace_ms``
+    (``late_*``); the server's CPU and peak RSS meanwhile."""
     settle(server)
     cpu0 = server.cpu()
-    client = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "--client",
-            str(server.port),
-            str(connections),
-            str(seconds),
-            _body(chunks, pace_ms).decode(),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    body = _body(chunks, pace_ms).decode()
+    argv = [str(server.port), str(connections), str(seconds), body]
+    if binary is not None:
+        argv = [str(binary), argv[0], PATH, *argv[1:]]
+    else:
+        argv = [sys.executable, __file__, "--client", *argv]
+    client = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     peak = 0
     while client.poll() is None:  # the server's RSS while the streams are open
         peak = max(peak, server.rss())
@@ -366,6 +421,8 @@ def own_load(
     if client.returncode != 0:
         raise RuntimeError(f"the load client failed ({client.returncode})")
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    result["late_p50_ms"] = result["gap_p50_ms"] - pace_ms
+    result["late_p99_ms"] = result["gap_p99_ms"] - pace_ms
     result["cpu_s"] = server.cpu() - cpu0
     result["rss"] = server.rss()
     result["rss_peak"] = peak
@@ -383,6 +440,8 @@ async def _client(
     gaps: list[float] = []
     counts = {"chunks": 0, "requests": 0, "errors": 0, "open": 0, "peak": 0}
     deadline = trio.current_time() + seconds
+    window = [deadline]  # gaps are recorded from the ramp's end to the deadline
+    held = [0.0]  # the seconds answers were under way, summed
 
     async def one() -> None:
         try:
@@ -397,6 +456,7 @@ async def _client(
                 await stream.send_all(request)
                 counts["open"] += 1
                 counts["peak"] = max(counts["peak"], counts["open"])
+                asked = trio.current_time()
                 last = None
                 tail = b""
                 try:
@@ -408,9 +468,10 @@ async def _client(
                         now = trio.current_time()
                         n = data.count(b'"text-delta"')
                         if n:
-                            if last is not None:
-                                gaps.append(now - last)
-                                gaps.extend([0.0] * (n - 1))
+                            if window[0] <= now <= deadline:
+                                if last is not None:
+                                    gaps.append(now - last)
+                                gaps.extend([0.0] * (n - 1))  # bunched: gap 0
                             last = now
                             counts["chunks"] += n
                         tail = (tail + data)[-32:]
@@ -419,20 +480,29 @@ async def _client(
                             break
                 finally:
                     counts["open"] -= 1
+                    held[0] += trio.current_time() - asked
 
     started = trio.current_time()
     async with trio.open_nursery() as nursery:
         for i in range(connections):
             nursery.start_soon(one)
-            if i % 50 == 49:
+            if i % 50 == 49 and i + 1 < connections:
                 await trio.sleep(0.05)  # ramp up: the accept queue is finite
+        window[0] = trio.current_time()
     elapsed = trio.current_time() - started
     gaps.sort()
 
     def q(p: float) -> float:
         return gaps[min(len(gaps) - 1, int(p * len(gaps)))] * 1000 if gaps else 0.0
 
-    return {**counts, "seconds": elapsed, "gap_p50_ms": q(0.5), "gap_p99_ms": q(0.99)}
+    return {
+        **counts,
+        "seconds": elapsed,
+        "gaps": len(gaps),
+        "gap_p50_ms": q(0.5),
+        "gap_p99_ms": q(0.99),
+        "stream_s": held[0],
+    }
 
 
 # --- the run ----------------------------------------------------------------------
@@ -510,6 +580,7 @@ def _measure_row(
                 args.paced_seconds,
                 args.paced_chunks,
                 args.pace_ms,
+                args.paced_binary,
             )
             chunks = result["chunks"]
             row.add(
@@ -518,6 +589,7 @@ def _measure_row(
             )
             row.add(f"b{streams}_p50", result["gap_p50_ms"])
             row.add(f"b{streams}_p99", result["gap_p99_ms"])
+            row.add(f"b{streams}_late_p99", result["late_p99_ms"])
             row.add(f"b{streams}_chunks_s", chunks / result["seconds"])
             row.add(f"b{streams}_errors", result["errors"])
             row.add(f"b{streams}_cpu_share", result["cpu_s"] / result["seconds"])
@@ -539,6 +611,11 @@ def _ratio(value: float | None, floor: float | None) -> str:
 Column = tuple[str, int, Callable[[Row], str]]
 
 
+def _value(key: str, spec: str, width: int, name: str) -> Column:
+    """A column of the row's ``key``, formatted by ``spec``."""
+    return (name, width, lambda row: _fmt(row.get(key), spec))
+
+
 def _table(title: str, rows: dict[str, Row], columns: list[Column]) -> None:
     """A table: the server's name, then a cell per column."""
     print(f"\n{title}")
@@ -556,9 +633,6 @@ def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
         row = rows.get(name)
         return row.get(key) if row is not None else None
 
-    def value(key: str, spec: str, width: int, name: str) -> Column:
-        return (name, width, lambda row: _fmt(row.get(key), spec))
-
     def versus(key: str, floor: str, name: str, width: int = 12) -> Column:
         return (name, width, lambda row: _ratio(row.get(key), of(floor, key)))
 
@@ -572,31 +646,33 @@ def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
             f"{args.seconds:g} s",
             rows,
             [
-                value(f"a{c}_chunks_s", ",.0f", 10, "chunks/s"),
-                value(key, ".1f", 14, "µs CPU/chunk"),
+                _value(f"a{c}_chunks_s", ",.0f", 10, "chunks/s"),
+                _value(key, ".1f", 14, "µs CPU/chunk"),
                 versus(key, "hypercorn-one", "vs one-send"),
                 versus(key, "hypercorn-batched", "vs batched", 11),
                 mastra_over(key),
-                value(f"a{c}_rss_mb", ".0f", 8, "RSS MB"),
-                value(f"a{c}_errors", ".0f", 7, "errors"),
+                _value(f"a{c}_rss_mb", ".0f", 8, "RSS MB"),
+                _value(f"a{c}_errors", ".0f", 7, "errors"),
             ],
         )
     for n in args.streams:
         key = f"b{n}_us"
         _table(
             f"(b) paced: a delta every {args.pace_ms:g} ms, {n} live streams, "
-            f"{args.paced_seconds:g} s",
+            f"{args.paced_seconds:g} s, {args.paced_name}; gap = between two "
+            f"deltas' arrivals (ideal {args.pace_ms:g} ms), delay = gap - pace",
             rows,
             [
-                value(f"b{n}_chunks_s", ",.0f", 10, "chunks/s"),
-                value(key, ".1f", 14, "µs CPU/chunk"),
+                _value(f"b{n}_chunks_s", ",.0f", 10, "chunks/s"),
+                _value(key, ".1f", 14, "µs CPU/chunk"),
                 versus(key, "hypercorn-one", "vs one-send"),
                 mastra_over(key),
-                value(f"b{n}_p50", ".1f", 9, "gap p50"),
-                value(f"b{n}_p99", ".1f", 8, "p99 ms"),
-                value(f"b{n}_cpu_share", ".2f", 10, "CPU share"),
-                value(f"b{n}_peak", ".0f", 7, "open"),
-                value(f"b{n}_errors", ".0f", 7, "errors"),
+                _value(f"b{n}_p50", ".1f", 9, "gap p50"),
+                _value(f"b{n}_p99", ".1f", 9, "gap p99"),
+                _value(f"b{n}_late_p99", ".1f", 11, "delay p99"),
+                _value(f"b{n}_cpu_share", ".2f", 10, "CPU share"),
+                _value(f"b{n}_peak", ".0f", 7, "open"),
+                _value(f"b{n}_errors", ".0f", 7, "errors"),
             ],
         )
 
@@ -608,10 +684,10 @@ def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
         f"(c) one-chunk answers, wrk -t1 -c{args.connections[0]}, {args.seconds:g} s",
         rows,
         [
-            value("c_req_s", ",.0f", 10, "req/s"),
-            value("c_us", ".0f", 12, "µs CPU/req"),
+            _value("c_req_s", ",.0f", 10, "req/s"),
+            _value("c_us", ".0f", 12, "µs CPU/req"),
             ("minus one-send", 16, over_floor),
-            value("c_errors", ".0f", 7, "errors"),
+            _value("c_errors", ".0f", 7, "errors"),
         ],
     )
 
@@ -623,7 +699,7 @@ def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
         f"(d) memory: RSS per open paced stream ({args.streams[0]} streams); RSS MB "
         f"after each of 5 runs at {args.connections[-1]} connections",
         rows,
-        [value("d_kib", ".1f", 11, "KiB/stream"), ("RSS MB, runs 1-5", 24, runs)],
+        [_value("d_kib", ".1f", 11, "KiB/stream"), ("RSS MB, runs 1-5", 24, runs)],
     )
     wide = rows.get(f"procession-adaptive-w{args.workers}")
     if wide is not None and wide.get("wide_chunks_s"):
@@ -659,6 +735,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Row]:
     parser.add_argument("--pace-ms", type=float, default=20.0)
     parser.add_argument("--paced-chunks", type=int, default=100)
     parser.add_argument("--paced-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--paced-client",
+        choices=["c", "trio"],
+        default="c",
+        help="the paced load's client: _paced_client.c (cc -O2) or the trio one",
+    )
     parser.add_argument("--client", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client:
@@ -675,6 +757,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Row]:
     args.streams = [int(s) for s in args.streams.split(",")]
     if shutil.which("wrk") is None:
         print("# no wrk: this script's own client makes the unpaced load")
+    args.paced_binary, said = paced_client(args.paced_client)
+    args.paced_name = "the C client" if args.paced_binary else "the trio client"
+    print(said)
     mastra = None
     if not args.no_mastra:
         found = find_mastra()
