@@ -26,9 +26,21 @@ model, ``_served.py``; Mastra's the same, ``mastra/server.mjs``):
   the client's ramp (50 connections every 50 ms) until the time is up;
 * (c) one-chunk answers (``"ok"``): requests/s, server CPU per request;
 * (d) memory: server RSS per open (paced) stream, and RSS after each of 5
-  runs at 1,000 connections.
+  runs at 1,000 connections;
+* (e) streams per core: the most paced streams a server holds with a p99
+  delay under 50 ms (``--max-delay-ms``) and no failed connection (with
+  ``--min-rate F`` also a stream getting F x 50 deltas a second), found by
+  doubling from 25 streams while held, then bisecting 3 times
+  (``--per-core-start``, ``-most``, ``-bisections``; ``--per-core-seconds``
+  a step; no step starts past ``--per-core-budget`` seconds a server, 0:
+  none); per core, at that count: the streams at the full pace (deltas the
+  client got a second / 50) over the server's CPU share (its CPU seconds per
+  wall second). The scripted model waits its 20 ms after its previous delta
+  was taken, so a loaded server slows its streams instead of queueing
+  deltas: a slowed stream counts for the deltas it got.
 
-    python benchmarks/server_load.py                 # the table (~10 min)
+    python benchmarks/server_load.py                 # the tables (~30 min)
+    python benchmarks/server_load.py --per-core-budget 0   # without (e)
     python benchmarks/server_load.py --quick         # tiny, to check it runs
     python benchmarks/server_load.py --rows procession-adaptive,hypercorn-one
 
@@ -505,6 +517,121 @@ async def _client(
     }
 
 
+# --- streams per core --------------------------------------------------------------
+
+
+@attrs.frozen
+class Step:
+    """One paced load of the streams-per-core search: ``streams`` streams,
+    each a sequence of answers, a delta every ``pace_ms``."""
+
+    streams: int
+    late_p99_ms: float  # p99 of (gap between an answer's deltas - pace)
+    chunks: int  # the deltas the client got
+    stream_s: float  # the seconds answers were under way, summed
+    cpu_s: float  # the server's
+    seconds: float
+    pace_ms: float
+    why: str  # why not held: "d" delay, "r" rate, "e" errors; "" held
+
+    @property
+    def held(self) -> bool:
+        return not self.why
+
+    @property
+    def rate(self) -> float:
+        """Deltas a stream got per second (at most 1000 / pace)."""
+        return self.chunks / self.stream_s if self.stream_s else 0.0
+
+    @property
+    def cpu_share(self) -> float:
+        return self.cpu_s / self.seconds if self.seconds else 0.0
+
+    @property
+    def per_core(self) -> float:
+        """Streams at the full pace per core: the deltas the client got a
+        second, over the pace's rate, over the server's CPU share (the
+        streams held over the CPU share when every stream kept the pace; a
+        stream slowed by a loaded server counts for the share it got)."""
+        return self.chunks * self.pace_ms / 1000 / self.cpu_s if self.cpu_s else 0.0
+
+
+def paced_step(
+    server: Server, streams: int, args: argparse.Namespace, binary: Path | None
+) -> Step:
+    """``streams`` paced streams on ``server`` for ``--per-core-seconds``
+    after the client's ramp (50 connections every 50 ms). Held if the p99
+    delay is under ``--max-delay-ms`` (and some gap was measured), no
+    connection failed nor answer was cut off, and (with ``--min-rate``) a
+    stream got at least that share of the pace's deltas per second."""
+    ramp = math.ceil(streams / 50) * 0.05
+    result = own_load(
+        server,
+        streams,
+        ramp + args.per_core_seconds,
+        args.paced_chunks,
+        args.pace_ms,
+        binary,
+    )
+    step = Step(
+        streams,
+        result["late_p99_ms"],
+        result["chunks"],
+        result["stream_s"],
+        result["cpu_s"],
+        result["seconds"],
+        args.pace_ms,
+        why="",
+    )
+    late = not result["gaps"] or step.late_p99_ms >= args.max_delay_ms
+    slow = step.rate < args.min_rate * 1000 / args.pace_ms
+    failed = result["errors"] or result["open"]
+    why = "d" * late + "r" * slow + "e" * bool(failed)
+    return attrs.evolve(step, why=why)
+
+
+def search_streams(
+    measure: Callable[[int], Step],
+    start: int,
+    most: int,
+    bisections: int,
+    budget_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[Step]:
+    """The steps of a search for the most paced streams a server holds:
+    ``start`` streams, doubled while held up to ``most``; past the first not
+    held, ``bisections`` steps halving the interval between the largest held
+    (0 if none) and the smallest not held. No step starts once ``budget_s``
+    has passed since the first."""
+    began = clock()
+    steps: list[Step] = []
+    held, failed, halved = 0, 0, 0
+    n = start
+    while True:
+        step = measure(n)
+        steps.append(step)
+        if step.held:
+            held = n
+        else:
+            failed = n
+        if clock() - began >= budget_s:
+            break
+        if not failed:
+            if n >= most:
+                break
+            n = min(2 * n, most)
+        elif halved < bisections and failed - held > 1:
+            n = (held + failed) // 2
+            halved += 1
+        else:
+            break
+    return steps
+
+
+def largest_held(steps: Sequence[Step]) -> Step | None:
+    return max((s for s in steps if s.held), key=lambda s: s.streams, default=None)
+
+
 # --- the run ----------------------------------------------------------------------
 
 
@@ -512,9 +639,13 @@ async def _client(
 class Row:
     name: str
     values: dict[str, list[float]] = attrs.field(factory=dict)
+    notes: dict[str, list[str]] = attrs.field(factory=dict)
 
     def add(self, key: str, value: float) -> None:
         self.values.setdefault(key, []).append(value)
+
+    def note(self, key: str, text: str) -> None:
+        self.notes.setdefault(key, []).append(text)
 
     def get(self, key: str) -> float | None:
         found = self.values.get(key)
@@ -596,6 +727,29 @@ def _measure_row(
             row.add(f"b{streams}_peak", result["peak"])
             if streams == args.streams[0]:
                 row.add("d_kib", (result["rss_peak"] - idle) / 1024 / streams)
+        if args.per_core_budget > 0:
+            _streams_per_core(args, server, row)
+
+
+def _streams_per_core(args: argparse.Namespace, server: Server, row: Row) -> None:
+    """(e) The most paced streams ``server`` holds, and per core."""
+    steps = search_streams(
+        lambda n: paced_step(server, n, args, args.paced_binary),
+        args.per_core_start,
+        args.per_core_most,
+        args.per_core_bisections,
+        args.per_core_budget,
+    )
+    row.note("e_steps", " ".join(f"{s.streams}{s.why or '+'}" for s in steps))
+    best = largest_held(steps)
+    row.add("e_held", best.streams if best else 0)
+    row.add("e_tried", min(s.streams for s in steps))
+    row.add("e_most", args.per_core_most)
+    if best is not None:
+        row.add("e_late_p99", best.late_p99_ms)
+        row.add("e_rate", best.rate)
+        row.add("e_cpu_share", best.cpu_share)
+        row.add("e_per_core", best.per_core)
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -701,6 +855,8 @@ def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
         rows,
         [_value("d_kib", ".1f", 11, "KiB/stream"), ("RSS MB, runs 1-5", 24, runs)],
     )
+    if args.per_core_budget > 0:
+        _per_core_table(args, rows)
     wide = rows.get(f"procession-adaptive-w{args.workers}")
     if wide is not None and wide.get("wide_chunks_s"):
         c = args.connections[0]
@@ -712,11 +868,58 @@ def report(args: argparse.Namespace, rows: dict[str, Row]) -> None:
         )
     first = next(iter(rows.values()))
     key = f"a{args.connections[0]}_us"
+    per_core = ""
+    if args.per_core_budget > 0:
+        per_core = (
+            f"; {_fmt(first.get('e_per_core'), ',.0f')} paced streams per core "
+            f"(Mastra's {_fmt(of('mastra', 'e_per_core'), ',.0f')})"
+        )
     print(
         f"\nsummary: {first.name} {_fmt(first.get(key), '.1f')} µs CPU/chunk unpaced "
         f"({_ratio(first.get(key), of('hypercorn-batched', key))} the batched floor, "
         f"Mastra {_ratio(of('mastra', key), first.get(key))} it); one-chunk "
-        f"{_fmt(first.get('c_us'), '.0f')} µs/request"
+        f"{_fmt(first.get('c_us'), '.0f')} µs/request{per_core}"
+    )
+
+
+def _per_core_table(args: argparse.Namespace, rows: dict[str, Row]) -> None:
+    """(e) streams per core, each row's ratio to Mastra's."""
+    mastra = rows.get("mastra")
+    theirs = mastra.get("e_per_core") if mastra is not None else None
+
+    def held(row: Row) -> str:
+        count, tried = row.get("e_held"), row.get("e_tried")
+        if count is None or tried is None:
+            return "—"
+        if not count:
+            return f"<{tried:.0f}"
+        return f"{'≥' if count >= (row.get('e_most') or 0) else ''}{count:.0f}"
+
+    rate = ""
+    if args.min_rate:
+        rate = f", a stream getting >= {args.min_rate * 1000 / args.pace_ms:g} deltas/s"
+
+    def steps(row: Row) -> str:
+        return "  " + " | ".join(row.notes.get("e_steps", ["—"]))
+
+    _table(
+        f"(e) streams per core: the most paced streams (a delta every "
+        f"{args.pace_ms:g} ms, {args.paced_chunks}-delta answers, "
+        f"{args.per_core_seconds:g} s a step, {args.paced_name}) held: p99 "
+        f"delay < {args.max_delay_ms:g} ms{rate}, no error; deltas/s: a stream "
+        f"got; per core: streams at {1000 / args.pace_ms:g} deltas/s per core "
+        "(deltas a second / the pace's rate / the server's CPU share); steps: "
+        "+ held, else why not: d delay, r rate, e errors",
+        rows,
+        [
+            ("held", 7, held),
+            _value("e_late_p99", ".1f", 11, "delay p99"),
+            _value("e_rate", ".1f", 10, "deltas/s"),
+            _value("e_cpu_share", ".2f", 10, "CPU share"),
+            _value("e_per_core", ",.0f", 14, "streams/core"),
+            ("this/Mastra", 12, lambda row: _ratio(row.get("e_per_core"), theirs)),
+            ("  steps", 0, steps),
+        ],
     )
 
 
@@ -741,6 +944,30 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Row]:
         default="c",
         help="the paced load's client: _paced_client.c (cc -O2) or the trio one",
     )
+    parser.add_argument(
+        "--max-delay-ms",
+        type=float,
+        default=50.0,
+        help="(e): a count is held if the p99 of (gap - pace) is under this",
+    )
+    parser.add_argument(
+        "--min-rate",
+        type=float,
+        default=0.0,
+        help="(e): and a stream got this share of the pace's deltas a second",
+    )
+    parser.add_argument("--per-core-start", type=int, default=25)
+    parser.add_argument("--per-core-most", type=int, default=6400)
+    parser.add_argument("--per-core-bisections", type=int, default=3)
+    parser.add_argument(
+        "--per-core-seconds", type=float, default=5.0, help="(e): each step's load"
+    )
+    parser.add_argument(
+        "--per-core-budget",
+        type=float,
+        default=150.0,
+        help="(e): no step starts past this many seconds a server (0: no (e))",
+    )
     parser.add_argument("--client", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client:
@@ -753,6 +980,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Row]:
     if args.quick:
         args.seconds, args.paced_seconds, args.chunks = 1.0, 1.0, 20
         args.connections, args.streams, args.paced_chunks = "5", "5", 10
+        args.per_core_start = args.per_core_most = 5
+        args.per_core_seconds, args.per_core_bisections = 1.0, 0
     args.connections = [int(c) for c in args.connections.split(",")]
     args.streams = [int(s) for s in args.streams.split(",")]
     if shutil.which("wrk") is None:

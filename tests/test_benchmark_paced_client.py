@@ -1,9 +1,10 @@
 """The paced workload's C load client (``benchmarks/_paced_client.c``, run by
 ``server_load.py``) against scripted servers: what it counts, how it reads
-an answer split anywhere, and the fallback without a compiler."""
+an answer split anywhere, and the streams-per-core search it feeds."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import socket
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.benchmark_helpers import loaded
@@ -201,3 +203,90 @@ def test_without_a_c_compiler_the_trio_client_makes_the_paced_load(
             None,
             "# paced load: this script's trio client (--paced-client trio)",
         )
+
+
+def _steps(module: ModuleType, most_held: int, **search: int) -> list[str]:
+    """The search's steps (``25+``: 25 streams held) on a server that holds
+    up to ``most_held`` streams."""
+
+    def measure(n: int) -> object:
+        return module.Step(n, 1.0, 50, 1.0, 1.0, 1.0, 20.0, "d" * (n > most_held))
+
+    options = {"start": 25, "most": 6400, "bisections": 3, "budget_s": 1e9} | search
+    steps = module.search_streams(measure, **options)
+    return [f"{s.streams}{'+' if s.held else '-'}" for s in steps]
+
+
+def test_the_streams_search_doubles_then_bisects() -> None:
+    with loaded("server_load") as module:
+        found = _steps(module, 137)
+        assert found == ["25+", "50+", "100+", "200-", "150-", "125+", "137+"]
+        # Not even the first count held: bisect down from it.
+        assert _steps(module, 10) == ["25-", "12-", "6+", "9+"]
+        assert _steps(module, 10**6, most=100) == ["25+", "50+", "100+"]
+        assert _steps(module, 137, bisections=0) == ["25+", "50+", "100+", "200-"]
+        clock = iter(range(0, 1000, 10))  # each step takes 10 s
+        found = module.search_streams(
+            lambda n: module.Step(n, 1.0, 50, 1.0, 1.0, 1.0, 20.0, ""),
+            start=25,
+            most=6400,
+            bisections=3,
+            budget_s=25,
+            clock=lambda: next(clock),
+        )
+        assert [s.streams for s in found] == [25, 50, 100]
+        assert module.largest_held(found).streams == 100
+        assert module.largest_held([]) is None
+
+
+def test_streams_per_core_counts_streams_at_the_full_pace() -> None:
+    with loaded("server_load") as module:
+        # 400 streams open for the 10 s of the run, each getting a delta every
+        # 20 ms, the server using 0.8 of a core: 500 streams per core.
+        step = module.Step(400, 12.0, 200_000, 4000.0, 8.0, 10.0, 20.0, "")
+        assert (step.rate, step.cpu_share) == (50, pytest.approx(0.8))
+        assert step.per_core == pytest.approx(500)
+        # The same streams slowed to a delta every 40 ms count for half.
+        slowed = attrs.evolve(step, chunks=100_000)
+        assert (slowed.rate, slowed.per_core) == (25, pytest.approx(250))
+
+
+@pytest.mark.parametrize(
+    ("result", "why"),
+    [
+        ({}, ""),
+        ({"late_p99_ms": 50.0}, "d"),
+        ({"gaps": 0}, "d"),
+        ({"chunks": 440}, "r"),  # 44 deltas/s a stream: under 90% of 50 (--min-rate)
+        ({"errors": 1}, "e"),
+        ({"open": 2}, "e"),
+        ({"late_p99_ms": 80.0, "chunks": 100, "errors": 3}, "dre"),
+    ],
+)
+def test_a_step_holds_at_the_pace_with_a_p99_delay_under_the_bound(
+    monkeypatch: pytest.MonkeyPatch, result: dict[str, float], why: str
+) -> None:
+    """Held: p99 (gap - pace) < 50 ms, a stream got >= 45 deltas/s (90% of
+    one every 20 ms), no connection failed and no answer was cut off."""
+    args = argparse.Namespace(
+        per_core_seconds=4.0,
+        paced_chunks=100,
+        pace_ms=20.0,
+        max_delay_ms=50.0,
+        min_rate=0.9,
+    )
+    asked = []
+
+    def own_load(*call: object) -> dict[str, float]:
+        asked.append(call[1:])
+        # 10 streams for 1 s: 500 deltas at the pace.
+        measured = {"gaps": 400, "late_p99_ms": 49.9, "chunks": 500}
+        measured |= {"stream_s": 10.0, "errors": 0, "open": 0}
+        return measured | {"cpu_s": 0.5, "seconds": 1.0} | result
+
+    with loaded("server_load") as module:
+        monkeypatch.setattr(module, "own_load", own_load)
+        step = module.paced_step(None, 10, args, None)
+    assert asked == [(10, 4.05, 100, 20.0, None)]  # the ramp: one batch of 50
+    assert step.why == why
+    assert step.held == (why == "")
