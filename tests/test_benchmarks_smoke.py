@@ -118,7 +118,15 @@ def test_the_server_load_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
         assert row.get("a5_errors") == row.get("c_errors") == row.get("b5_errors") == 0
         assert row.get("c_req_s") > 0
         assert row.get("b5_chunks_s") > 0
-    assert "summary: procession-adaptive" in capsys.readouterr().out
+        # (e) one step of 5 streams: held (+) or why not (delay, rate, errors).
+        (steps,) = row.notes["e_steps"]
+        assert re.fullmatch(r"5(\+|d?r?e?)", steps), row
+        held = steps == "5+"
+        assert row.get("e_held") == (5 if held else 0)
+        assert (row.get("e_per_core") is not None) == held
+    printed = capsys.readouterr().out
+    assert "(e) streams per core" in printed
+    assert "summary: procession-adaptive" in printed
 
 
 def test_the_server_memory_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
