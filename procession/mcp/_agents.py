@@ -260,18 +260,48 @@ class MCPEndpoint:
         self._open_run = open_run
         self._max_body_bytes = max_body_bytes
         self._manager: StreamableHTTPSessionManager | None = None
+        self._nursery: trio.Nursery | None = None
+        self._starting: trio.Lock | None = None
 
     @property
     def is_running(self) -> bool:
-        return self._manager is not None
+        return self._nursery is not None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run the endpoint (the SDK's task group for its requests).
-        Checkpoints; leaving it cancels the calls in flight."""
+        """Run the endpoint. The SDK is imported and its task group started
+        at the first request, not here: a server no MCP client calls never
+        loads it (about 38 MB a process). Checkpoints; leaving it cancels
+        the calls in flight."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._starting = trio.Lock()
+            try:
+                yield
+            finally:
+                self._nursery = self._starting = self._manager = None
+                nursery.cancel_scope.cancel()
+
+    async def _started(self) -> StreamableHTTPSessionManager:
+        """The SDK's session manager, started once (by the first request;
+        concurrent first requests wait for the one start). Checkpoints."""
+        manager = self._manager
+        if manager is not None:
+            return manager
+        nursery, starting = self._nursery, self._starting
+        if nursery is None or starting is None:
+            raise RuntimeError("the MCP endpoint runs only inside running()")
+        async with starting:
+            if self._manager is None:
+                self._manager = await nursery.start(self._run_manager)
+        assert self._manager is not None
+        return self._manager
+
+    async def _run_manager(
+        self, task_status: trio.TaskStatus[StreamableHTTPSessionManager]
+    ) -> None:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-        # The SDK is imported here, not when the app is made.
         manager = StreamableHTTPSessionManager(
             app=agents_server(self._agents, open_run=self._open_run),
             stateless=True,
@@ -279,24 +309,20 @@ class MCPEndpoint:
             max_request_body_size=self._max_body_bytes,
         )
         async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
+            task_status.started(manager)
+            await trio.sleep_forever()
 
     async def handle(
         self, scope: Scope, receive: Receive, send: Send, *, caller: Any
     ) -> None:
-        """Answer one HTTP request of the MCP client. Checkpoints; a client
-        that leaves cancels its call (and its run).
+        """Answer one HTTP request of the MCP client (the first one starts
+        the SDK). Checkpoints; a client that leaves cancels its call (and its
+        run).
 
         Raises:
             RuntimeError: the endpoint is not running.
         """
-        manager = self._manager
-        if manager is None:
-            raise RuntimeError("the MCP endpoint runs only inside running()")
+        manager = await self._started()
         await manager.handle_request({**scope, CALLER_SCOPE_KEY: caller}, receive, send)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
@@ -204,6 +205,59 @@ async def test_api_mcp_without_the_lifespan_is_a_503() -> None:
     await app(scope, receive, send)
     assert sent[0]["status"] == 503
     assert b"lifespan" in sent[1]["body"]
+
+
+_LAZY_PROBE = """
+import functools, sys
+import httpx2, trio
+from procession.server import create_app, serve
+from tests.mcp.served_agents import echo_agent
+
+SDK = "mcp.server.streamable_http_manager"
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "probe", "version": "1"}}}
+
+async def main():
+    app = create_app([echo_agent()], mcp=True)
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(functools.partial(serve, app, port=0))
+        async with httpx2.AsyncClient(timeout=30) as client:
+            status = (await client.get(urls[0] + "/api/agents")).status_code
+            print("served", status, "sdk loaded", SDK in sys.modules)
+            answers = []
+
+            async def initialize():
+                answers.append(await client.post(
+                    urls[0] + "/api/mcp", json=INIT,
+                    headers={"accept": "application/json, text/event-stream"}))
+
+            async with trio.open_nursery() as first:  # two first requests at once
+                first.start_soon(initialize)
+                first.start_soon(initialize)
+            print("mcp", *sorted(a.status_code for a in answers),
+                  all("serverInfo" in a.text for a in answers),
+                  "sdk loaded", SDK in sys.modules)
+        nursery.cancel_scope.cancel()
+
+trio.run(main)
+"""
+
+
+def test_the_mcp_sdk_loads_at_the_first_mcp_request_not_at_startup() -> None:
+    # In a process of its own: this test module imports the SDK itself.
+    out = subprocess.run(
+        [sys.executable, "-c", _LAZY_PROBE],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.splitlines()
+    assert out == [
+        "served 200 sdk loaded False",
+        "mcp 200 200 True sdk loaded True",
+    ]
 
 
 # --- the lifespan opens the agents' MCPTools ----------------------------------------
