@@ -450,9 +450,9 @@ class OutputPipeline:
                                 # The task's count of schedule points, read
                                 # inline (_watch.schedule_points is the same).
                                 task = self._task
-                                points = task._schedule_points  # noqa: SLF001
+                                points = task._schedule_points  # noqa: SLF001 - trio's count
                                 result = await stage.fn(args)
-                                if task._schedule_points != points:  # noqa: SLF001
+                                if task._schedule_points != points:  # noqa: SLF001 - trio's count
                                     stage.yielded()
                             else:
                                 result = await driven(stage.fn(args), stage.seen)

@@ -405,4 +405,4 @@ class AnthropicResponse(ProviderResponse):
 
 
 # The model's own class attribute, set once its response class exists.
-AnthropicModel._response_class = AnthropicResponse  # noqa: SLF001
+AnthropicModel._response_class = AnthropicResponse  # noqa: SLF001 - the base's hook

@@ -361,4 +361,4 @@ class OpenAIChatResponse(ProviderResponse):
 
 
 # The model's own class attribute, set once its response class exists.
-OpenAIChatModel._response_class = OpenAIChatResponse  # noqa: SLF001
+OpenAIChatModel._response_class = OpenAIChatResponse  # noqa: SLF001 - the base's hook

@@ -367,4 +367,4 @@ class OpenAIResponsesResponse(ProviderResponse):
 
 
 # The model's own class attribute, set once its response class exists.
-OpenAIResponsesModel._response_class = OpenAIResponsesResponse  # noqa: SLF001
+OpenAIResponsesModel._response_class = OpenAIResponsesResponse  # noqa: SLF001 - the base's hook

@@ -101,6 +101,19 @@ async def test_abort_ends_the_stream_with_one_tripwire_chunk(
     assert stream.outcome.tripwire.processor_id == "guard"
 
 
+def _assert_only_a_tripwire(
+    chunks: list[Any], stream: Any, *, by: str, reason: str
+) -> None:
+    """The stream gave one chunk, the tripwire of processor ``by`` with
+    ``reason``, and ended as a tripwire."""
+    assert len(chunks) == 1
+    assert isinstance(chunks[0], TripwireChunk)
+    assert chunks[0].payload.processor_id == by
+    assert chunks[0].payload.reason == reason
+    assert stream.outcome is not None
+    assert stream.outcome.kind == "tripwire"
+
+
 @each_mode
 async def test_a_tripwire_raised_directly_is_attributed_to_its_processor(
     mode: ExecutionMode,
@@ -111,12 +124,7 @@ async def test_a_tripwire_raised_directly_is_attributed_to_its_processor(
     chunks, stream = await run(
         [Recorder("first"), Scripted("raw", raise_it)], [text_delta("a")], mode
     )
-    assert len(chunks) == 1
-    assert isinstance(chunks[0], TripwireChunk)
-    assert chunks[0].payload.processor_id == "raw"
-    assert chunks[0].payload.reason == "raw tripwire"
-    assert stream.outcome is not None
-    assert stream.outcome.kind == "tripwire"
+    _assert_only_a_tripwire(chunks, stream, by="raw", reason="raw tripwire")
 
 
 @each_mode
@@ -139,12 +147,9 @@ async def test_a_tripwire_from_a_hooks_own_nursery_is_honoured(
     chunks, stream = await run(
         [Nursery()], [text_delta("a"), text_delta("b")], mode, driver=None
     )
-    assert len(chunks) == 1
-    assert isinstance(chunks[0], TripwireChunk)
-    assert chunks[0].payload.reason == "found in a child task"
-    assert chunks[0].payload.processor_id == "nursery"
-    assert stream.outcome is not None
-    assert stream.outcome.kind == "tripwire"
+    _assert_only_a_tripwire(
+        chunks, stream, by="nursery", reason="found in a child task"
+    )
 
 
 @each_mode
