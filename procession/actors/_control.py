@@ -48,6 +48,7 @@ from ..data import (
     TripwireInfo,
 )
 from ._actor import ProcessorActor
+from ._flow import NOTHING
 from ._interface import InlineSource, PipelineOutcome
 from ._markers import Barrier, Deliver, EndRun, Inline, NewAttempt
 
@@ -182,6 +183,19 @@ class ControlSource:
             self._wake_sender()
         if self._yield:
             await trio.lowlevel.cancel_shielded_checkpoint()
+        return item
+
+    def take_nowait(self) -> Any:
+        """The next item if one is queued, else ``NOTHING``: for a reader
+        that runs what is at hand in one batch (an adaptive pipeline's fill).
+        Always ``NOTHING`` once every read must be a checkpoint
+        (``yield_per_item``). Never checkpoints."""
+        items = self._items
+        if not items or self._yield:
+            return NOTHING
+        item = items.pop(0)
+        if not items:
+            self._wake_sender()
         return item
 
     def _abort_read(self, _: Any) -> trio.lowlevel.Abort:

@@ -16,7 +16,7 @@ Everything here runs in one trio thread; nothing is locked.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 import attrs
@@ -45,6 +45,10 @@ class Flow:
     """The source's iterator (set once the pipeline is open)."""
     inline: InlineSource | None = None
     """The ``Inline`` source the next items come from, if any (``next_source``)."""
+    queued: Callable[[], Any] | None = None
+    """The source's ``take_nowait`` if it has one (a run's ``ControlSource``):
+    its next item if that is queued, else ``NOTHING``. An adaptive fill runs
+    what is queued with the item it read (``_pipeline``)."""
     ramp: int = 0
     """Items run since the current ``Inline`` source came (``"adaptive"``, fused:
     a batch is at most that long, so the first chunks of a response go out one

@@ -126,6 +126,7 @@ async def open_output_pipeline(
         retry_count=retry_count,
     )
     iterator = flow.iterator = source.__aiter__()
+    flow.queued = getattr(iterator, "take_nowait", None)
     try:
         if mode == "fused":
             yield pipeline

@@ -130,6 +130,10 @@ def _grace_deadline() -> float:
     return deadline + GRACE_SECONDS
 
 
+_PASSING: Final = frozenset({NewAttempt, Barrier, Deliver})
+"""Markers the client end acts on without awaiting (``next_ready`` passes
+them): an adaptive fill's batch goes on after one."""
+
 AT_HAND: Final = 16
 """``"adaptive"`` mode, unsplit: at most this many source items are run through
 the chain per fill while they are at hand (``_fill_fused``), ahead of the
@@ -300,10 +304,14 @@ class OutputPipeline:
             except StopAsyncIteration:
                 self._source_done = True
                 return
-        # The items this fill may run (adaptive mode: up to AT_HAND, at most
-        # as many as were run before from this Inline source).
-        left = min(self._at_hand, flow.ramp)
-        flow.ramp += 1
+        # The items this fill may run (adaptive mode: up to AT_HAND; from an
+        # Inline source one more than were run from it before, so the first
+        # chunk of a response goes out alone, then 2, 4, 8...).
+        if flow.inline is None:
+            left = self._at_hand  # the driver's own few items: all at hand
+        else:
+            left = min(self._at_hand, flow.ramp + 1)
+            flow.ramp += 1
         task: Any = None
         points = 0
         if left:
@@ -325,46 +333,65 @@ class OutputPipeline:
                 # What admit lets through here is a marker (a chunk only
                 # passes where the condition above is false).
                 item = flow.admit(item)
-                if item is not None:
-                    if item.__class__ is NewAttempt:
-                        for stage in self._stages:
-                            stage.new_attempt(item)
-                    buffer.append(item)
-                return
-            # Held back: processors see an error only once it is terminal.
-            # Everything before it was delivered already (the buffer is empty
-            # when an error chunk is run: a batch stops before one).
-            if item.__class__ is ErrorChunk and await self._decided(
-                flow.recovered(item)
-            ):
-                return
-            if self._shield_chain:
-                await self._shielded(0, item)
-                return
-            if self._stages:
-                await self._chain(0, item)
-            else:
+                if item is None:
+                    return
+                if item.__class__ is NewAttempt:
+                    for stage in self._stages:
+                        stage.new_attempt(item)
                 buffer.append(item)
+                if item.__class__ not in _PASSING:
+                    return
+                # One the client end passes without awaiting (next_ready):
+                # the batch goes on with what is queued after it.
+            else:
+                # Held back: processors see an error only once it is
+                # terminal. Everything before it was delivered already (the
+                # buffer is empty when an error chunk is run: a batch stops
+                # before one).
+                if item.__class__ is ErrorChunk and await self._decided(
+                    flow.recovered(item)
+                ):
+                    return
+                if self._shield_chain:
+                    await self._shielded(0, item)
+                    return
+                if self._stages:
+                    await self._chain(0, item)
+                else:
+                    buffer.append(item)
             left -= 1
             if (
                 left <= 0
                 or task._schedule_points != points  # noqa: SLF001 - trio's count
                 or self._resume
-                or (buffer and buffer[-1].__class__ not in _CHUNK_SET)
+                or (
+                    buffer[-1].__class__ not in _CHUNK_SET
+                    and buffer[-1].__class__ not in _PASSING
+                    if buffer
+                    else False
+                )
                 or (flow.pulled + 1) % self.checkpoint_every == 0
             ):
                 return
             inline = flow.inline  # take_nowait, inline
             if inline is None:
-                return
-            try:
-                item = inline.pull_nowait()
-            except trio.WouldBlock:
-                return
-            except trio.EndOfChannel:
-                flow.inline = None
-                return
-            flow.ramp += 1
+                # The driver's own items queued after this one (lifecycle
+                # chunks, markers): they go out with it, in one send.
+                queued = flow.queued
+                if queued is None:
+                    return
+                item = queued()
+                if item is NOTHING:
+                    return
+            else:
+                try:
+                    item = inline.pull_nowait()
+                except trio.WouldBlock:
+                    return
+                except trio.EndOfChannel:
+                    flow.inline = None
+                    return
+                flow.ramp += 1
             if item.__class__ is ErrorChunk:
                 self._held = item  # run once the batch is delivered
                 return
@@ -524,13 +551,28 @@ class OutputPipeline:
         flow = self._flow
         buffer = flow.buffer
         if (
-            buffer
-            and buffer[0].__class__ in _CHUNK_SET
-            and self._pending_end is None
-            and flow.receive is None  # split or actors: __anext__ accounts
+            self._pending_end is not None
+            or flow.receive is not None  # split or actors: __anext__ accounts
         ):
-            self._delivered += 1
-            return buffer.popleft()
+            return None
+        while buffer:
+            head = buffer[0]
+            cls = head.__class__
+            if cls in _CHUNK_SET:
+                self._delivered += 1
+                return buffer.popleft()
+            if cls not in _PASSING or flow.finished:
+                return None
+            # A marker acted on without awaiting (as _client_marker does).
+            buffer.popleft()
+            if cls is Barrier:
+                head.release()
+            elif cls is NewAttempt:
+                if self.driver is not None:
+                    self.driver.on_attempt(head)
+            else:  # Deliver
+                self._delivered += 1
+                return head.chunk
         return None
 
     async def __anext__(self) -> Any:
@@ -587,7 +629,7 @@ class OutputPipeline:
                 else:
                     await self._refill()
                 continue
-            if item.__class__ not in _CHUNK_SET:  # a marker: nothing else is queued
+            if item.__class__ not in _CHUNK_SET:  # a marker
                 chunk = await self._client_marker(item)
                 if chunk is None:
                     continue

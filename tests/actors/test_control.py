@@ -287,3 +287,42 @@ async def test_settle_ahead_does_nothing_without_queue_ahead() -> None:
     control = _control(queue_ahead=False)
     control.settle_ahead()
     assert not control.source.pending
+
+
+# --- take_nowait ------------------------------------------------------------------
+
+
+async def test_take_nowait_takes_what_is_queued_and_wakes_the_sender_when_empty() -> (
+    None
+):
+    from procession.actors._flow import NOTHING
+
+    source = ControlSource()
+    assert source.take_nowait() is NOTHING
+    source.put("a")
+    source.put("b")
+    sent: list[str] = []
+
+    async def sender() -> None:
+        await source.wait_taken("b")
+        sent.append("b taken")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sender)
+        await trio.testing.wait_all_tasks_blocked()
+        assert source.take_nowait() == "a"
+        await trio.testing.wait_all_tasks_blocked()
+        assert sent == []  # "b" is still queued
+        assert source.take_nowait() == "b"
+    assert sent == ["b taken"]
+    assert source.take_nowait() is NOTHING
+
+
+async def test_take_nowait_takes_nothing_once_every_read_must_yield() -> None:
+    from procession.actors._flow import NOTHING
+
+    source = ControlSource()
+    source.put("a")
+    source.yield_per_item()
+    assert source.take_nowait() is NOTHING
+    assert source.pending  # still there for the next read

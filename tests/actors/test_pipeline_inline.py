@@ -4,6 +4,7 @@ come out in source order, through the stages."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -131,11 +132,12 @@ def _inline(items: list[Any]) -> AsyncIterator[Any]:
 
 
 def _fills(total: int) -> list[int]:
-    """How many items each fill runs: one, then as many as ran before, up to
-    AT_HAND (the first chunks of a response never wait behind a batch)."""
+    """How many items each fill runs: one, then one more than ran before (1,
+    2, 4, 8...), up to AT_HAND (the first chunk of a response never waits
+    behind a batch)."""
     sizes: list[int] = []
     while sum(sizes) < total:
-        sizes.append(min(AT_HAND, max(1, sum(sizes)), total - sum(sizes)))
+        sizes.append(min(AT_HAND, sum(sizes) + 1, total - sum(sizes)))
     return sizes
 
 
@@ -169,7 +171,9 @@ async def test_adaptive_runs_the_chunks_at_hand_ahead_of_the_client_in_batches(
 
 async def test_a_batch_ends_after_a_hook_that_yields() -> None:
     seen = Seen(yield_on=frozenset({"2"}))
-    warm = [f"w{i}" for i in range(AT_HAND)]  # the batches grow to AT_HAND
+    # The batches before the first of AT_HAND items.
+    ramp = list(itertools.takewhile(lambda n: n < AT_HAND, _fills(4 * AT_HAND)))
+    warm = [f"w{i}" for i in range(sum(ramp))]
     texts = [str(i) for i in range(AT_HAND)]
     async with open_output_pipeline(
         [seen], _inline([text_delta(t) for t in warm + texts]), mode="adaptive"

@@ -102,6 +102,23 @@ async def test_chunks_at_hand_leave_in_one_send() -> None:
     assert len(parts) < 200 / 4, deltas
 
 
+async def test_the_lifecycle_frames_at_hand_leave_together() -> None:
+    """``start`` and ``step-start`` are queued by the run at once: one send
+    (adaptive mode). ``step-finish`` waits for its settle, where a stream
+    processor may still ask for a retry, so ``finish`` cannot join it."""
+    model = ScriptedModel([_deltas(1)])
+    app = create_app(
+        [make_agent(model, output_processors=[PassThrough(i) for i in range(5)])],
+        keepalive_s=0,
+    )
+    parts = await _parts(app)
+    types = [sse_events(p) for _t, p in parts]
+    assert [[e["type"] for e in events if e != "[DONE]"] for events in types][:2] == [
+        ["start", "step-start"],
+        ["text-delta"],
+    ], types
+
+
 async def test_a_lone_chunk_goes_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
