@@ -7,7 +7,17 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .._secrets import redact
-from ..chunks import Chunk, TextDeltaChunk, TextDeltaPayload, Usage, to_wire
+from ..chunks import (
+    Chunk,
+    StartChunk,
+    StartPayload,
+    StepStartChunk,
+    StepStartPayload,
+    TextDeltaChunk,
+    TextDeltaPayload,
+    Usage,
+    to_wire,
+)
 from ..runtime import Agent, AgentResult
 from ..wire import message_to_wire
 from ._http import dumps, json_string
@@ -62,10 +72,12 @@ class MastraFrames:
     """``mastra_frame(chunk, run_id)`` for the chunks of one run, with the
     envelope's fixed bytes (the type, the run id, ``from``) encoded once per
     run: a plain text delta (no metadata, nothing extra) costs two JSON
-    strings and a concatenation; every other chunk goes the general way. The
-    bytes are always ``mastra_frame``'s (a property test holds them equal)."""
+    strings and a concatenation, the run's own ``start`` nothing, its
+    ``step-start`` one JSON string; every other chunk goes the general way.
+    The bytes are always ``mastra_frame``'s (a property test holds them
+    equal)."""
 
-    __slots__ = ("_bare_head", "_head", "_run_tail", "run_id")
+    __slots__ = ("_bare_head", "_head", "_run", "_run_tail", "run_id")
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -78,8 +90,12 @@ class MastraFrames:
         )
         self._bare_head = b'data: {"type":"text-delta","from":"AGENT","payload":{"id":'
         self._run_tail = b'},"runId":' + run + b"}\n\n"
+        self._run = run
 
     def __call__(self, chunk: Chunk) -> bytes:
+        cls = chunk.__class__
+        if cls is StepStartChunk or cls is StartChunk:
+            return self._lifecycle(chunk)  # type: ignore[arg-type]
         delta = plain_delta(chunk)
         if (
             delta is not None
@@ -96,6 +112,40 @@ class MastraFrames:
                 return self._head + body + b"}}\n\n"
             if run_id is None:
                 return self._bare_head + body + self._run_tail
+        return mastra_frame(chunk, self.run_id)
+
+    def _lifecycle(self, chunk: StartChunk | StepStartChunk) -> bytes:
+        """The run's own ``start`` / ``step-start`` (its id, nothing a
+        processor added), else the general way."""
+        if (
+            chunk.run_id != self.run_id
+            or chunk.from_ != "AGENT"
+            or chunk.metadata is not None
+            or chunk.extra
+        ):
+            return mastra_frame(chunk, self.run_id)
+        payload = chunk.payload
+        if type(payload) is StartPayload:
+            if not payload.extra:
+                return b'data: {"type":"start","runId":' + self._run + (
+                    b',"from":"AGENT","payload":{}}\n\n'
+                )
+        elif (
+            type(payload) is StepStartPayload
+            and type(message_id := payload.message_id) is str
+            and payload.request is None
+            and payload.warnings is None
+            and payload.started_at is None
+            and payload.input_messages is None
+            and not payload.extra
+        ):
+            return (
+                b'data: {"type":"step-start","runId":'
+                + self._run
+                + b',"from":"AGENT","payload":{"messageId":'
+                + json_string(message_id).encode()
+                + b"}}\n\n"
+            )
         return mastra_frame(chunk, self.run_id)
 
 

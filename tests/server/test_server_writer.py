@@ -11,7 +11,16 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from procession.chunks import Chunk, TextDeltaChunk, TextDeltaPayload, text_delta
+from procession.chunks import (
+    Chunk,
+    StartChunk,
+    StartPayload,
+    StepStartChunk,
+    StepStartPayload,
+    TextDeltaChunk,
+    TextDeltaPayload,
+    text_delta,
+)
 from procession.server import create_app, mastra_frame, ui_chunks, ui_frame
 from procession.server._mastra import MastraFrames
 from procession.server._ui_stream import ui_frames
@@ -57,6 +66,88 @@ def test_mastra_frames_are_mastra_frame_byte_for_byte(
 def test_ui_frames_are_ui_frame_byte_for_byte(chunk: Chunk) -> None:
     assert _outcome(ui_frames, chunk) == _outcome(
         lambda c: b"".join(ui_frame(u) for u in ui_chunks(c)), chunk
+    )
+
+
+_MAYBE_JSON = st.none() | json_values()
+_EXTRA: st.SearchStrategy[dict[str, Any]] = st.just({}) | st.dictionaries(
+    st.text(max_size=4), json_values()
+)
+
+
+_ODD_ONE = st.sampled_from(
+    [
+        None,
+        "run_id",
+        "from_",
+        "metadata",
+        "extra",
+        "payload.extra",
+        "payload.message_id",
+        "payload.request",
+        "payload.warnings",
+        "payload.started_at",
+        "payload.input_messages",
+    ]
+)
+
+
+@st.composite
+def _lifecycle(draw: st.DrawFn) -> tuple[Chunk, str]:
+    """A ``start`` or ``step-start`` chunk of the run being framed, as the
+    run makes it (the fast path's case) but for at most one field, drawn
+    freely (what must send it the general way)."""
+    run_id = draw(_RUN_IDS)
+    odd = draw(_ODD_ONE)
+
+    def value(name: str, usual: Any, other: st.SearchStrategy[Any]) -> Any:
+        return draw(other) if odd == name else usual
+
+    if draw(st.booleans()):
+        kind: Any = StartChunk
+        payload: Any = StartPayload(
+            extra=value("payload.extra", {}, _EXTRA),
+        )
+    else:
+        kind = StepStartChunk
+        payload = StepStartPayload(
+            message_id=value("payload.message_id", "msg-1", st.none() | st.text()),
+            request=value("payload.request", None, _MAYBE_JSON),
+            warnings=value("payload.warnings", None, _MAYBE_JSON),
+            started_at=value("payload.started_at", None, _MAYBE_JSON),
+            input_messages=value("payload.input_messages", None, _MAYBE_JSON),
+            extra=value("payload.extra", {}, _EXTRA),
+        )
+    chunk = kind(
+        payload=payload,
+        run_id=value("run_id", run_id, st.none() | _RUN_IDS),
+        from_=value("from_", "AGENT", st.sampled_from(["USER", None])),
+        metadata=value("metadata", None, _MAYBE_JSON),
+        extra=value("extra", {}, _EXTRA),
+    )
+    return chunk, run_id
+
+
+@given(case=_lifecycle())
+def test_lifecycle_frames_are_mastra_frame_byte_for_byte(
+    case: tuple[Chunk, str],
+) -> None:
+    chunk, run_id = case
+    assert _outcome(MastraFrames(run_id), chunk) == _outcome(
+        lambda c: mastra_frame(c, run_id), chunk
+    )
+
+
+def test_the_fast_path_is_taken_for_the_runs_own_start_and_step_start() -> None:
+    frames = MastraFrames("run-1")
+    start = StartChunk(run_id="run-1")
+    step = StepStartChunk(payload=StepStartPayload(message_id="msg-é"), run_id="run-1")
+    assert frames(start) == (
+        b'data: {"type":"start","runId":"run-1","from":"AGENT","payload":{}}\n\n'
+    )
+    assert frames(step) == (
+        b'data: {"type":"step-start","runId":"run-1","from":"AGENT",'
+        b'"payload":{"messageId":"msg-\xc3\xa9"}}\n\n'
     )
 
 
