@@ -132,7 +132,8 @@ def _grace_deadline() -> float:
 
 _PASSING: Final = frozenset({NewAttempt, Barrier, Deliver})
 """Markers the client end acts on without awaiting (``next_ready`` passes
-them): an adaptive fill's batch goes on after one."""
+them): an adaptive fill's batch goes on after one (after a custom chunk a
+stage wrote, too: it is a ``Deliver``)."""
 
 AT_HAND: Final = 16
 """``"adaptive"`` mode, unsplit: at most this many source items are run through

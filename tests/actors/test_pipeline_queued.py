@@ -17,7 +17,7 @@ from procession import Processor, TripWire
 from procession.actors import ExecutionMode, open_output_pipeline
 from procession.actors._control import ControlSource
 from procession.actors._markers import Barrier, Deliver, EndRun, NewAttempt
-from procession.chunks import TextDeltaChunk, TripwireChunk, text_delta
+from procession.chunks import DataChunk, TextDeltaChunk, TripwireChunk, text_delta
 from procession.processors import ProcessOutputStreamArgs
 
 
@@ -155,3 +155,37 @@ async def test_a_marker_the_client_end_awaits_ends_the_batch() -> None:
     assert first.payload.text == "a"
     assert [type(chunk) for chunk in rest] == [TripwireChunk]
     assert seen.texts == ["a"]  # nothing after the run's end ran
+
+
+class Announces(Processor):
+    """Writes a custom chunk before each delta it passes (without a
+    checkpoint: ``writer.custom`` takes one, and a hook that yields ends the
+    batch anyway)."""
+
+    id = "announces"
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        part = args.part
+        if isinstance(part, TextDeltaChunk):
+            assert args.writer is not None
+            args.writer.custom_nowait(
+                DataChunk(type="data-note", data={"before": part.payload.text})
+            )
+        return part
+
+
+async def test_a_custom_chunk_a_stage_writes_does_not_end_the_batch() -> None:
+    async with open_output_pipeline(
+        [Announces()], _queued(text_delta("a"), text_delta("b"))
+    ) as stream:
+        first = await stream.__anext__()
+        ready = _ready(stream)
+        rest = [chunk async for chunk in stream]
+    assert [type(c).__name__ for c in [first, *ready]] == [
+        "DataChunk",
+        "TextDeltaChunk",
+        "DataChunk",
+        "TextDeltaChunk",
+    ]
+    assert rest == []
+    assert [c.data["before"] for c in (first, ready[1])] == ["a", "b"]
