@@ -127,8 +127,10 @@ class MastraFrames:
         payload = chunk.payload
         if type(payload) is StartPayload:
             if not payload.extra:
-                return b'data: {"type":"start","runId":' + self._run + (
-                    b',"from":"AGENT","payload":{}}\n\n'
+                return (
+                    b'data: {"type":"start","runId":'
+                    + self._run
+                    + (b',"from":"AGENT","payload":{}}\n\n')
                 )
         elif (
             type(payload) is StepStartPayload
