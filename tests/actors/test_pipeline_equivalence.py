@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from procession import TripWire
 from procession.actors import ExecutionMode, open_output_pipeline
+from procession.actors._control import ControlSource
 from procession.actors._markers import Barrier, NewAttempt
 from procession.actors._pipeline import AT_HAND
 from procession.chunks import (
@@ -167,6 +168,7 @@ class Control:
     used: int = 0
     pending: bool = False
     decisions: list[str] = attrs.Factory(list)
+    queue: ControlSource | None = None  # the source, when queued (run_mode)
 
     async def on_retry_request(self, tripwire: TripWire) -> bool:
         return self._decide(f"retry:{tripwire.processor_id}")
@@ -179,6 +181,12 @@ class Control:
 
     def on_terminal(self, outcome: Any) -> None:
         pass  # nor stop a producer of its own
+
+    def on_split(self) -> None:
+        # As the agent's RunControl: once split, the queue is read one item at
+        # a time (a checkpoint after each).
+        if self.queue is not None:
+            self.queue.yield_per_item()
 
     def _decide(self, what: str) -> bool:
         accepted = self.used < self.budget
@@ -220,6 +228,29 @@ def scripted_source(
     return source
 
 
+async def queue_ahead(
+    source: AsyncGenerator[Any, None],
+    control: Control,
+    *,
+    task_status: trio.TaskStatus[ControlSource] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """``source`` fed into a ``ControlSource`` without waiting, as the agent's
+    coordinator feeds its run's pipeline (``send_ahead``): what it yields up
+    to a ``Barrier`` is queued at once, and an adaptive fill runs it in one
+    batch. (Like ``CancelSafe``, a read cancelled on the consumer's side
+    loses nothing here.)"""
+    queue = control.queue = ControlSource()
+    task_status.started(queue)
+    try:
+        async with aclosing(source) as items:
+            async for item in items:
+                queue.put(item)
+    except trio.BrokenResourceError:
+        pass  # the pipeline has closed
+    finally:
+        queue.close()
+
+
 def normalise(item: Any) -> Any:
     if isinstance(item, tuple):
         return item
@@ -235,6 +266,7 @@ async def run_mode(
     source_sleep: float | None,
     stop_after: int | None = None,
     read_deadlines: list[float] | None = None,
+    queued: bool = False,
 ) -> tuple[list[Any], Any, list[str], Any]:
     log: list[Any] = []
     processors = [make_processor(b, log) for b in behaviours_]
@@ -246,7 +278,9 @@ async def run_mode(
         )
         return log, run.outcome, control.decisions, None
     async with trio.open_nursery() as nursery:
-        if read_deadlines is not None:
+        if queued:
+            source = await nursery.start(queue_ahead, source, control)
+        elif read_deadlines is not None:
             source = await nursery.start(CancelSafe.serve, source)
         async with open_output_pipeline(
             processors,
@@ -352,6 +386,7 @@ def run_trio(fn: Any, *args: Any) -> Any:
     source_sleep=st.none() | st.floats(0.001, 0.5),
     read_deadlines=st.none()
     | st.lists(st.floats(0.0005, 1.5, allow_nan=False), min_size=1, max_size=6),
+    queued=st.booleans(),
 )
 @example(
     # Found by the thorough profile: p2 splits the step-start in two, p4 asks
@@ -367,6 +402,7 @@ def run_trio(fn: Any, *args: Any) -> Any:
     link_capacity=0,
     source_sleep=None,
     read_deadlines=None,
+    queued=False,
 )
 def test_every_mode_equals_the_sequential_reference(
     behaviours_: list[Behaviour],
@@ -375,10 +411,14 @@ def test_every_mode_equals_the_sequential_reference(
     link_capacity: int,
     source_sleep: float | None,
     read_deadlines: list[float] | None,
+    queued: bool,
 ) -> None:
     """With ``read_deadlines``, the consumer puts a random deadline on each
     read and keeps reading after a timeout: it still sees exactly what the
-    sequential reference gives (nothing lost, nothing twice)."""
+    sequential reference gives (nothing lost, nothing twice). With
+    ``queued``, the source's items are queued ahead as the agent's
+    coordinator queues its own (an adaptive fill runs them in batches, across
+    the markers the client end passes without awaiting)."""
     behaviours_ = [attrs.evolve(b, id=f"p{i}") for i, b in enumerate(behaviours_)]
     expected_log, expected_outcome, expected_decisions, _ = run_trio(
         run_mode, None, behaviours_, steps, budget, link_capacity, source_sleep
@@ -395,6 +435,7 @@ def test_every_mode_equals_the_sequential_reference(
             source_sleep,
             None,
             read_deadlines,
+            queued,
         )
         note(f"{mode}: {stats}")
         assert [normalise(x) for x in log] == [normalise(x) for x in expected_log]
