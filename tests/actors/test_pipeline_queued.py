@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import trio
-import trio.testing
 
 from procession import Processor, TripWire
 from procession.actors import ExecutionMode, open_output_pipeline
@@ -19,24 +17,7 @@ from procession.actors._control import ControlSource
 from procession.actors._markers import Barrier, Deliver, EndRun, NewAttempt
 from procession.chunks import DataChunk, TextDeltaChunk, TripwireChunk, text_delta
 from procession.processors import ProcessOutputStreamArgs
-
-
-class Seen(Processor):
-    """Records the text of every delta it sees; yields on those in ``yield_on``."""
-
-    id = "seen"
-
-    def __init__(self, yield_on: frozenset[str] = frozenset()) -> None:
-        self.texts: list[str] = []
-        self.yield_on = yield_on
-
-    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
-        part = args.part
-        if isinstance(part, TextDeltaChunk):
-            self.texts.append(part.payload.text)
-            if part.payload.text in self.yield_on:
-                await trio.lowlevel.checkpoint()
-        return part
+from tests.actors.test_pipeline_inline import Seen
 
 
 class Attempts:
