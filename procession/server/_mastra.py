@@ -93,9 +93,8 @@ class MastraFrames:
         self._run = run
 
     def __call__(self, chunk: Chunk) -> bytes:
-        cls = chunk.__class__
-        if cls is StepStartChunk or cls is StartChunk:
-            return self._lifecycle(chunk)  # type: ignore[arg-type]
+        if type(chunk) is StepStartChunk or type(chunk) is StartChunk:
+            return self._lifecycle(chunk)
         delta = plain_delta(chunk)
         if (
             delta is not None
