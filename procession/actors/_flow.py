@@ -51,8 +51,8 @@ class Flow:
     what is queued with the item it read (``_pipeline``)."""
     ramp: int = 0
     """Items run since the current ``Inline`` source came (``"adaptive"``, fused:
-    a batch is at most that long, so the first chunks of a response go out one
-    by one, then 2, 4, ...)."""
+    a batch from it is at most one longer, so the first chunk of a response
+    goes out alone, then 2, 4, 8, ...)."""
     retry_raised: int = -1
     """The latest attempt in which a stage raised a retry (``note_retry``)."""
     entry_attempt: int = 0

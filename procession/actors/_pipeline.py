@@ -261,13 +261,14 @@ class OutputPipeline:
         """Pull one source item and run it through every stage (in this task).
 
         In ``"adaptive"`` mode, then up to ``AT_HAND - 1`` more, while the
-        next is at hand (an ``Inline`` source has it without waiting), the
-        chain made nothing but chunks and no hook yielded: the client end then
-        serves a micro-batch without a fill per chunk. A batch ends before an
-        error chunk (it waits in ``_held`` until everything before it is
-        delivered, as ``Flow.recovered`` needs), at a marker, a signal, a
-        checkpoint boundary and at the first hook that yields, so a hook that
-        waits never holds up chunks that are ready."""
+        next is at hand (an ``Inline`` source has it without waiting, a
+        driver's queue has it queued: ``Flow.queued``), the chain made nothing
+        but chunks and the markers the client end passes without awaiting
+        (``_PASSING``), and no hook yielded: the client end then serves a
+        micro-batch without a fill per chunk. A batch ends before an error
+        chunk (it waits in ``_held`` until everything before it is delivered,
+        as ``Flow.recovered`` needs), at any other marker or signal, at a
+        checkpoint boundary and after the first hook that yields."""
         flow = self._flow
         assert flow.iterator is not None
         if self._watching and (
