@@ -14,8 +14,7 @@ finished for good, the stream silently cut short).
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -32,11 +31,11 @@ from ..data import (
     ToolCallChunk,
 )
 from ..models import ModelFinish
+from ._idle import IdleWatch
 from ._state import RunState
 
 __all__ = [
     "LIFECYCLE",
-    "IdleWatch",
     "ModelReader",
     "merged_finish",
     "replay_reason",
@@ -51,69 +50,6 @@ per event. A rejected attempt may thus be read up to this far past its cut."""
 
 _END: Final = object()
 """The end of the model's stream (``_next``)."""
-
-
-class IdleWatch:
-    """The model-stream idle timeout: a watchdog task that cancels the read when
-    the run has waited ``idle`` seconds for one event. ``since`` is when the
-    current wait began (``None`` while the run is busy elsewhere, e.g. held back
-    by the consumer, or while chunks are pulled without waiting: the timer does
-    not run then); the reader calls ``waiting`` before each awaited read and
-    clears ``since`` after it.
-
-    The watchdog task is started (with ``spawn``, in the run's nursery) the
-    first time the run waits for the model, not per model call: a response
-    whose chunks are all at hand (a scripted model, a replay) never needs it.
-    ``stop`` ends it; the model call stops it however the call ends. It
-    cancels ``scope``, the model read's scope.
-    """
-
-    __slots__ = ("_spawn", "_task_scope", "fired", "idle", "scope", "since")
-
-    def __init__(
-        self,
-        idle: float,
-        scope: trio.CancelScope,
-        spawn: Callable[[Callable[[], Awaitable[None]]], None] | None,
-    ) -> None:
-        self.idle = idle
-        self.scope = scope
-        self.since: float | None = None
-        self.fired = False
-        self._spawn = spawn if idle != math.inf else None
-        self._task_scope: trio.CancelScope | None = None
-
-    def waiting(self) -> None:
-        """The run is about to wait for the model's next event: the timer
-        runs from now (the watchdog starts now if it has not yet)."""
-        self.since = trio.current_time()
-        spawn = self._spawn
-        if spawn is not None:
-            self._spawn = None
-            self._task_scope = trio.CancelScope()
-            spawn(self.run)
-
-    def stop(self) -> None:
-        """The model call is over: the watchdog (if it started) ends."""
-        self._spawn = None
-        if self._task_scope is not None:
-            self._task_scope.cancel()
-
-    async def run(self) -> None:
-        """Watch until stopped, or until the model has been quiet for ``idle``
-        seconds: then cancel the read. Sleeps on trio's clock."""
-        assert self._task_scope is not None
-        with self._task_scope:
-            while True:
-                since = self.since
-                if since is None:
-                    await trio.sleep(self.idle)  # paused; look again later
-                    continue
-                await trio.sleep_until(since + self.idle)
-                if self.since == since:  # still the same wait: it timed out
-                    self.fired = True
-                    self.scope.cancel()
-                    return
 
 
 class ModelReader:

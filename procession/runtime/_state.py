@@ -341,7 +341,7 @@ class RunState:
     (``build_result`` skips those of retried attempts)."""
     spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None
     """Starts a task in the run's nursery (``open_stream``'s), beside the
-    coordinator: the model stream's idle watchdog, when it is needed."""
+    coordinator: a durable run's lease renewal."""
     resume: Any = None
     """A continuation's paused step (``_approval.PausedStep``), until the
     step loop takes it up."""

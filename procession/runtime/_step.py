@@ -65,9 +65,9 @@ from ._approval import PausedStep, PauseRun
 from ._control_flow import EndOfRun, Retry
 from ._durable import DurableRun
 from ._hooks import HookLanes
+from ._idle import IdleWatch
 from ._reading import (
     LIFECYCLE,
-    IdleWatch,
     ModelReader,
     merged_finish,
     replay_reason,
@@ -479,12 +479,10 @@ class StepRunner:
                 await control.inject(state.stamp(chunk))
             return raw, told or ModelFinish(finish_reason=replay_reason(raw))
         idle = state.spec.idle_timeout
-        # The watchdog beside the read (started in the run's nursery only once
-        # the run waits for the model), not a cancel-scope deadline moved on
-        # every chunk (twice the cost); its scope is the read's own.
-        watch = IdleWatch(
-            idle if idle is not None else math.inf, control.reading(), state.spawn
-        )
+        # Watched by the trio run's one idle watchdog (_idle) once the run
+        # waits for the model, not a cancel-scope deadline moved on every
+        # chunk (twice the cost); the scope it cancels is the read's own.
+        watch = IdleWatch(idle if idle is not None else math.inf, control.reading())
         try:
             try:
                 raw_finish = await self._read_model(config, prompt, raw, watch)

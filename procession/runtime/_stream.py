@@ -45,6 +45,10 @@ from ._state import RunSpec, RunState
 
 __all__ = ["AgentStream", "open_stream"]
 
+_COORDINATOR_NAME = "procession.run_coordinator"
+"""The coordinator task's name, given, not derived by trio from the function
+per run (a string made per task, ~250 B while the run lasts)."""
+
 
 class _CoordinatorTask:
     """The run's coordinator task, and the one thing others wait for: that it
@@ -429,7 +433,9 @@ async def open_stream(
             state.spawn = nursery.start_soon
             cls = _TracedAgentStream if state.telemetry.active else AgentStream
             stream = cls(state, control, pipeline, coordinator, task)
-            nursery.start_soon(task.run_coordinator, coordinator, control)
+            nursery.start_soon(
+                task.run_coordinator, coordinator, control, name=_COORDINATOR_NAME
+            )
             try:
                 yield stream
             except BaseException as exc:  # the body raised: end the run

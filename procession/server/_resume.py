@@ -47,6 +47,7 @@ from ._mastra import DONE_FRAME
 from ._streaming import (
     MAX_COALESCED,
     RETRY_FRAME,
+    WATCHER_NAME,
     BodyWriter,
     RunReader,
     RunRegistry,
@@ -139,7 +140,9 @@ async def follow_log(
     Checkpoints."""
     async with trio.open_nursery() as nursery:
         writer = BodyWriter(send, settings.keepalive_s)
-        nursery.start_soon(watch_client, receive, nursery.cancel_scope, writer)
+        nursery.start_soon(
+            watch_client, receive, nursery.cancel_scope, writer, name=WATCHER_NAME
+        )
         tail = b""
         ready = subscription.receive_ready
         waiting = trio.CancelScope()

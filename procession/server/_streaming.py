@@ -49,6 +49,7 @@ from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
 __all__ = [
     "MAX_COALESCED",
     "RETRY_FRAME",
+    "WATCHER_NAME",
     "BodyWriter",
     "RunReader",
     "RunRegistry",
@@ -64,6 +65,10 @@ logger: Final = get_logger("procession.server")
 
 MAX_COALESCED: Final = 64
 """At most this many chunks (or log frames) at hand go out in one ``send``."""
+
+WATCHER_NAME: Final = "procession.watch_client"
+"""The response watcher task's name, given (not a string trio derives from
+the function per task)."""
 
 RETRY_FRAME: Final = b"retry: 1000\n\n"
 """How a response of a run that moved to another process ends: no event and
@@ -417,6 +422,7 @@ async def stream_response(
                 writer,
                 shutdown,
                 functools.partial(_stop_for_shutdown, reader),
+                name=WATCHER_NAME,
             )
             clean = await write_run(reader, writer, settings)
             if clean and await moved_away(stream):
