@@ -5,7 +5,7 @@ nursery of their own, and closes the source however the block is left."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import trio
@@ -38,8 +38,7 @@ __all__ = ["open_output_pipeline"]
 logger = get_logger("procession")
 
 
-@asynccontextmanager
-async def open_output_pipeline(
+def open_output_pipeline(
     processors: Sequence[object] | Sequence[ProcessorActor],
     source: AsyncIterable[Any],
     *,
@@ -54,8 +53,9 @@ async def open_output_pipeline(
     abort_signal: AbortSignal | None = None,
     retry_count: int = 0,
     nursery: trio.Nursery | None = None,
-) -> AsyncIterator[OutputPipeline]:
-    """Run ``source`` through the output processors; yield the client end.
+) -> AbstractAsyncContextManager[OutputPipeline]:
+    """Run ``source`` through the output processors: ``async with
+    open_output_pipeline(...) as pipeline``, the client end.
 
     Args:
         processors: output processors (each registered as in the output lane,
@@ -78,7 +78,8 @@ async def open_output_pipeline(
             agent's run passes its own); by default the pipeline opens one.
 
     Leaving the block cancels every task of the pipeline and closes the source
-    (``aclose()``), whether or not the stream was read to the end.
+    (``aclose()``), whether or not the stream was read to the end. The
+    arguments are checked (``ConfigurationError``) when this is called.
     """
     check_arguments(mode, link_capacity, checkpoint_every, source)
     if link_capacity is None:
@@ -127,23 +128,63 @@ async def open_output_pipeline(
     )
     iterator = flow.iterator = source.__aiter__()
     flow.queued = getattr(iterator, "take_nowait", None)
+    if mode == "actors" or (splitter is not None and nursery is None):
+        return _with_tasks(
+            pipeline, flow, stages, splitter, link_capacity, checkpoint_every
+        )
+    if splitter is not None:
+        assert nursery is not None
+        splitter.nursery = nursery
+    return _PipelineBlock(pipeline, flow, stages, splitter)
+
+
+class _PipelineBlock(AbstractAsyncContextManager[OutputPipeline]):
+    """The block of a pipeline that runs no task of its own (fused, or
+    adaptive in the caller's nursery): an object, not a generator, as every
+    run opens one."""
+
+    __slots__ = ("_flow", "_pipeline", "_splitter", "_stages")
+
+    def __init__(
+        self,
+        pipeline: OutputPipeline,
+        flow: Flow,
+        stages: list[_Stage],
+        splitter: Splitter | None,
+    ) -> None:
+        self._pipeline = pipeline
+        self._flow = flow
+        self._stages = stages
+        self._splitter = splitter
+
+    async def __aenter__(self) -> OutputPipeline:
+        return self._pipeline
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        splitter = self._splitter
+        try:
+            if splitter is not None:
+                _leave_split(self._flow, splitter)
+        finally:
+            await _leave(self._pipeline, self._flow, self._stages)
+
+
+@asynccontextmanager
+async def _with_tasks(
+    pipeline: OutputPipeline,
+    flow: Flow,
+    stages: list[_Stage],
+    splitter: Splitter | None,
+    link_capacity: int | float,
+    checkpoint_every: int,
+) -> AsyncIterator[OutputPipeline]:
+    """The block of a pipeline with a nursery of its own: ``"actors"`` mode's
+    tasks, or the segments of an adaptive pipeline that may split and was
+    given no nursery."""
     try:
-        if mode == "fused":
-            yield pipeline
-            return
         if splitter is not None:
-            if nursery is None:
-                async with _adaptive(flow, splitter):
-                    yield pipeline
-                return
-            splitter.nursery = nursery
-            try:
+            async with _adaptive(flow, splitter):
                 yield pipeline
-            finally:
-                _leave_split(flow, splitter)
-            return
-        if mode == "adaptive":
-            yield pipeline  # nothing can split: it runs fused
             return
         actors_mode = ActorsMode(
             flow, stages, capacity=link_capacity, checkpoint_every=checkpoint_every
@@ -159,23 +200,31 @@ async def open_output_pipeline(
                     flow.cancel_scope.cancel()
                     receive.close()
     finally:
-        if pipeline.outcome is None:
-            pipeline.outcome = PipelineOutcome("cancelled")
-        completed = pipeline.outcome.kind == "completed"
-        for stage in stages:
-            stage.at_stream_end(completed)
-        if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
-            pipeline.abort_signal.set("the output stream was closed early")
-        aclose = getattr(iterator, "aclose", None)
-        if iterator.__class__ is ControlSource:
-            # A run's own source: closing it never waits (no shielded scope).
-            iterator.leave()
-        elif aclose is not None:
-            # Shielded so a cancelled consumer still closes the source (and with it
-            # the provider's HTTP stream), with a deadline so cleanup cannot hang.
-            with trio.CancelScope(shield=True) as scope:
-                scope.relative_deadline = GRACE_SECONDS
-                await _close(aclose())
+        await _leave(pipeline, flow, stages)
+
+
+async def _leave(pipeline: OutputPipeline, flow: Flow, stages: list[_Stage]) -> None:
+    """However the block is left: the outcome settled, each stage told the
+    stream ended, and the source closed."""
+    if pipeline.outcome is None:
+        pipeline.outcome = PipelineOutcome("cancelled")
+    completed = pipeline.outcome.kind == "completed"
+    for stage in stages:
+        stage.at_stream_end(completed)
+    if pipeline.abort_signal is not None and pipeline.outcome.kind == "cancelled":
+        pipeline.abort_signal.set("the output stream was closed early")
+    iterator = flow.iterator
+    assert iterator is not None
+    aclose = getattr(iterator, "aclose", None)
+    if iterator.__class__ is ControlSource:
+        # A run's own source: closing it never waits (no shielded scope).
+        iterator.leave()
+    elif aclose is not None:
+        # Shielded so a cancelled consumer still closes the source (and with it
+        # the provider's HTTP stream), with a deadline so cleanup cannot hang.
+        with trio.CancelScope(shield=True) as scope:
+            scope.relative_deadline = GRACE_SECONDS
+            await _close(aclose())
 
 
 @asynccontextmanager

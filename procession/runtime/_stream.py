@@ -10,8 +10,8 @@ every processor task stop.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, NoReturn
 
 import attrs
 import sniffio
@@ -22,7 +22,6 @@ from ..actors import (
     OutputPipeline,
     RunControl,
     open_output_pipeline,
-    unwrapping_a_lone_exception,
 )
 from ..data import (
     AbortChunk,
@@ -315,6 +314,12 @@ class AgentStream(AsyncIterator[Chunk]):
         assert self._result is not None
         return self._result
 
+    def _left(self) -> None:
+        """The run's block was left: settled as aborted if it had not ended."""
+        if self._result is None:
+            self._state.abort_signal.set("the stream was closed early")
+            self._settle(self._control.abort())
+
     def _settle(self, outcome: RunOutcome) -> AgentResult:
         if self._result is None:
             self._result = build_result(self._state, outcome)
@@ -367,57 +372,96 @@ class Continuation:
     processor_state: Mapping[str, Any]
 
 
-@asynccontextmanager
-async def open_stream(
+def open_stream(
     spec: RunSpec,
     message_list: MessageList,
     *,
     continuation: Continuation | None = None,
-) -> AsyncIterator[AgentStream]:
-    """Run ``spec`` on ``message_list``; yield its stream. The coordinator runs in
-    a cancel scope of its own, so ending the run never cancels the caller's code,
-    and the caller's own exceptions come out of the block unwrapped (SPEC §2.7).
-    ``continuation``: the run goes on from a pause (its bookkeeping and its
-    processors' state restored first).
+) -> AbstractAsyncContextManager[AgentStream]:
+    """Run ``spec`` on ``message_list``: ``async with open_stream(...) as
+    stream``. The coordinator runs in a cancel scope of its own, so ending the
+    run never cancels the caller's code, and the caller's own exceptions come
+    out of the block unwrapped (SPEC §2.7). ``continuation``: the run goes on
+    from a pause (its bookkeeping and its processors' state restored first).
+    Nothing runs before the block is entered.
     """
-    _require_trio()
-    state = RunState(spec=spec, message_list=message_list)
-    if continuation is not None:
-        continuation.restore(state)
-    # Read in the caller's task: the run's span is a child of the caller's.
-    state.telemetry = start_run(
-        agent_id=spec.agent_id,
-        agent_name=spec.agent_name,
-        run_id=spec.run_id,
-        thread_id=message_list.thread_id,
-        tracer_provider=spec.tracer_provider,
-        meter_provider=spec.meter_provider,
-    )
-    task = _CoordinatorTask()
-    control = RunControl(
-        run_id=spec.run_id,
-        may_retry=state.may_retry,
-        on_outcome=task.cancel,
-        observer=state,
-        # Actors mode's reader task would take what is queued ahead of its
-        # stages (RunControl's docstring).
-        queue_ahead=spec.mode != "actors",
-    )
-    lanes = HookLanes(state, control)
-    if continuation is not None:
-        for processor_id, saved in continuation.processor_state.items():
-            actor = lanes.actors.get(processor_id)
-            if actor is not None:
-                actor.state = dict(saved)
-    coordinator = Coordinator(state, lanes, control)
-    body_error: BaseException | None = None
+    return _RunBlock(spec, message_list, continuation)
 
-    # Our nursery only ever holds the coordinator; a lone error of its own is
-    # a bug worth seeing as itself, not inside an ExceptionGroup.
-    with unwrapping_a_lone_exception():
-        async with (
-            trio.open_nursery() as nursery,
-            open_output_pipeline(
+
+class _RunBlock(AbstractAsyncContextManager[AgentStream]):
+    """``open_stream``'s block: an object, not a generator (one per run).
+
+    Entering starts the run: its state, its nursery (which only ever holds
+    the coordinator, and the tasks a split pipeline or a durable run's lease
+    adds) and its output pipeline. Leaving ends it: the coordinator
+    cancelled, the run settled as aborted if the block left before its end,
+    the pipeline and the nursery left; the block's own exception comes out
+    as itself (caught before the nursery could group it, raised after), and
+    a group of one exception from the nursery as that exception."""
+
+    __slots__ = (
+        "_continuation",
+        "_message_list",
+        "_nursery",
+        "_pipeline",
+        "_spec",
+        "_stream",
+        "_task",
+    )
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        message_list: MessageList,
+        continuation: Continuation | None,
+    ) -> None:
+        self._spec = spec
+        self._message_list = message_list
+        self._continuation = continuation
+        self._nursery: AbstractAsyncContextManager[trio.Nursery] | None = None
+        self._pipeline: AbstractAsyncContextManager[OutputPipeline] | None = None
+        self._stream: AgentStream | None = None
+        self._task: _CoordinatorTask | None = None
+
+    async def __aenter__(self) -> AgentStream:
+        if self._nursery is not None:
+            raise RuntimeError("a run's stream is entered once")
+        _require_trio()
+        spec, message_list = self._spec, self._message_list
+        continuation = self._continuation
+        state = RunState(spec=spec, message_list=message_list)
+        if continuation is not None:
+            continuation.restore(state)
+        # Read in the caller's task: the run's span is a child of the caller's.
+        state.telemetry = start_run(
+            agent_id=spec.agent_id,
+            agent_name=spec.agent_name,
+            run_id=spec.run_id,
+            thread_id=message_list.thread_id,
+            tracer_provider=spec.tracer_provider,
+            meter_provider=spec.meter_provider,
+        )
+        task = _CoordinatorTask()
+        control = RunControl(
+            run_id=spec.run_id,
+            may_retry=state.may_retry,
+            on_outcome=task.cancel,
+            observer=state,
+            # Actors mode's reader task would take what is queued ahead of its
+            # stages (RunControl's docstring).
+            queue_ahead=spec.mode != "actors",
+        )
+        lanes = HookLanes(state, control)
+        if continuation is not None:
+            for processor_id, saved in continuation.processor_state.items():
+                actor = lanes.actors.get(processor_id)
+                if actor is not None:
+                    actor.state = dict(saved)
+        coordinator = Coordinator(state, lanes, control)
+        nursery_block = self._nursery = trio.open_nursery()
+        nursery = await nursery_block.__aenter__()
+        try:
+            pipeline_block = open_output_pipeline(
                 lanes.output_actors(),
                 control.source,
                 run_id=spec.run_id,
@@ -428,25 +472,76 @@ async def open_stream(
                 tracing_context=state.tracing_context,
                 abort_signal=state.abort_signal,
                 nursery=nursery,
-            ) as pipeline,
-        ):
-            state.spawn = nursery.start_soon
-            cls = _TracedAgentStream if state.telemetry.active else AgentStream
-            stream = cls(state, control, pipeline, coordinator, task)
-            nursery.start_soon(
-                task.run_coordinator, coordinator, control, name=_COORDINATOR_NAME
             )
-            try:
-                yield stream
-            except BaseException as exc:  # the body raised: end the run
-                body_error = exc
-            finally:
-                task.cancel()
-                if stream._result is None:
-                    state.abort_signal.set("the stream was closed early")
-                    stream._settle(control.abort())
-    if body_error is not None:
-        raise body_error
+            pipeline = await pipeline_block.__aenter__()
+        except BaseException as exc:
+            failure = await _left(nursery_block, exc)
+            if failure is None or failure is exc:
+                raise
+            _raise_unwrapped(failure)
+        self._pipeline = pipeline_block
+        state.spawn = nursery.start_soon
+        cls = _TracedAgentStream if state.telemetry.active else AgentStream
+        stream = self._stream = cls(state, control, pipeline, coordinator, task)
+        self._task = task
+        nursery.start_soon(
+            task.run_coordinator, coordinator, control, name=_COORDINATOR_NAME
+        )
+        return stream
+
+    async def __aexit__(
+        self,
+        _type: type[BaseException] | None,
+        body_error: BaseException | None,
+        _tb: Any,
+    ) -> bool:
+        """Returns False: the block's own exception (if any) goes on as it
+        was; an exception from leaving the run is raised instead."""
+        stream, task = self._stream, self._task
+        assert stream is not None
+        assert task is not None
+        assert self._nursery is not None
+        assert self._pipeline is not None
+        failure: BaseException | None = None
+        try:
+            task.cancel()
+            stream._left()  # noqa: SLF001 - its own block's exit
+        except BaseException as exc:
+            failure = exc
+        failure = await _left(self._pipeline, failure)
+        failure = await _left(self._nursery, failure)
+        if failure is not None:
+            _raise_unwrapped(failure)
+        return False
+
+
+async def _left(
+    block: AbstractAsyncContextManager[Any], error: BaseException | None
+) -> BaseException | None:
+    """Leave ``block`` with ``error`` (None: cleanly); what comes out of it:
+    None, ``error`` if it went on, or what leaving raised instead."""
+    try:
+        if error is None:
+            await block.__aexit__(None, None, None)
+            return None
+        if await block.__aexit__(type(error), error, error.__traceback__):
+            return None
+        return error
+    except BaseException as raised:
+        return raised
+
+
+def _raise_unwrapped(error: BaseException) -> NoReturn:
+    """Raise ``error``, a group of one exception from the run's nursery as
+    that exception (``unwrapping_a_lone_exception``'s rule), with its own
+    context (raised here, whatever is being handled would become it)."""
+    if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    context = error.__context__
+    try:
+        raise error
+    finally:
+        error.__context__ = context
 
 
 def _require_trio() -> None:

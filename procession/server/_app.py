@@ -379,7 +379,7 @@ class ProcessionApp:
             return  # websockets: not served
         cors = self.cors.origin_headers(scope) if self.cors is not None else []
         began = time.perf_counter()
-        async with request_span(scope, self.tracer_provider) as span:
+        with request_span(scope, self.tracer_provider) as span:
             try:
                 await self._answer(scope, receive, send, span, cors)
             finally:

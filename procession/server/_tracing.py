@@ -9,8 +9,8 @@ request's own task, and detached before anything else runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, TypeVar
 
 from .._version import version
@@ -56,6 +56,12 @@ class RequestSpan:
             return None
         return _otel_trace.set_span_in_context(self.span)
 
+    def __enter__(self) -> RequestSpan:
+        return self
+
+    def __exit__(self, _type: Any, error: BaseException | None, _tb: Any) -> None:
+        self.end(error)
+
     def end(self, error: BaseException | None = None) -> None:
         span = self.span
         if span is None:
@@ -69,16 +75,13 @@ class RequestSpan:
         span.end()
 
 
-@asynccontextmanager
-async def request_span(
-    scope: Any, tracer_provider: Any = None
-) -> AsyncIterator[RequestSpan]:
-    """A SERVER span for the request for the block (ended at its exit), or a
-    ``RequestSpan`` holding nothing when tracing is off. No checkpoint of its
-    own."""
+def request_span(scope: Any, tracer_provider: Any = None) -> RequestSpan:
+    """A SERVER span for the request, or a ``RequestSpan`` holding nothing
+    when tracing is off: ``with request_span(...) as span:``, ended at the
+    block's exit (an error if the block raised). A plain object, not a
+    generator: no checkpoint, nothing per request beyond the span."""
     if not _HAVE_OTEL:
-        yield RequestSpan(None)
-        return
+        return RequestSpan(None)
     provider = tracer_provider or _otel_trace.get_tracer_provider()
     tracer = provider.get_tracer(_SCOPE, version())
     method = scope.get("method", "")
@@ -95,13 +98,7 @@ async def request_span(
     holder = RequestSpan(span if span.is_recording() else None, method)
     if holder.span is None:
         span.end()
-    try:
-        yield holder
-    except BaseException as exc:
-        holder.end(exc)
-        raise
-    else:
-        holder.end()
+    return holder
 
 
 def under(parent: Any, start: Callable[[], T]) -> T:
@@ -115,26 +112,31 @@ def under(parent: Any, start: Callable[[], T]) -> T:
         _otel_context.detach(token)
 
 
-@asynccontextmanager
-async def enter_run(
+def enter_run(
     parent: Any, run: AbstractAsyncContextManager[T]
-) -> AsyncIterator[T]:
-    """``async with run`` whose entry (where the run reads the caller's
-    context) has ``parent`` current; the context is detached again before
-    the block runs. Checkpoints as entering and leaving ``run`` do."""
-    if parent is None:
-        async with run as value:
-            yield value
-        return
-    token = _otel_context.attach(parent)
-    try:
-        value = await run.__aenter__()
-    finally:
-        _otel_context.detach(token)
-    try:
-        yield value
-    except BaseException as exc:
-        if not await run.__aexit__(type(exc), exc, exc.__traceback__):
-            raise
-    else:
-        await run.__aexit__(None, None, None)
+) -> AbstractAsyncContextManager[T]:
+    """``run``, entered with ``parent`` current (where the run reads the
+    caller's context); the context is detached again before the block runs.
+    With no parent, ``run`` itself. Checkpoints as entering and leaving
+    ``run`` do."""
+    return run if parent is None else _EnteredUnder(parent, run)
+
+
+class _EnteredUnder(AbstractAsyncContextManager[T]):
+    """``run`` whose ``__aenter__`` runs with ``parent`` attached."""
+
+    __slots__ = ("_parent", "_run")
+
+    def __init__(self, parent: Any, run: AbstractAsyncContextManager[T]) -> None:
+        self._parent = parent
+        self._run = run
+
+    async def __aenter__(self) -> T:
+        token = _otel_context.attach(self._parent)
+        try:
+            return await self._run.__aenter__()
+        finally:
+            _otel_context.detach(token)
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._run.__aexit__(*exc_info)

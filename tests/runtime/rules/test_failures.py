@@ -227,3 +227,53 @@ async def test_rule7_user_exceptions_in_the_stream_block_come_out_unwrapped(
         await consume()
     assert type(caught.value) is KeyError  # not an ExceptionGroup
     assert model.calls[0].closed_early
+
+
+@each_mode
+async def test_rule7_the_blocks_own_exception_keeps_its_context_and_cause(
+    mode: ExecutionMode, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Leaving the run (its nursery, its pipeline) neither wraps the block's
+    exception nor rewrites what it was raised from."""
+    model = ScriptedModel([[*text_turn("a b"), Delay(10), *text_turn("c", id="x")]])
+    agent = Agent(id="a", model=model, execution_mode=mode, output_processors=[Upper()])
+    origin = ValueError("origin")
+
+    async def consume() -> None:
+        async with agent.stream("hi") as stream:
+            async for chunk in stream:
+                if isinstance(chunk, TextDeltaChunk):
+                    try:
+                        raise origin
+                    except ValueError as exc:
+                        raise KeyError("mine") from exc
+
+    with pytest.raises(KeyError, match="mine") as caught:
+        await consume()
+    assert caught.value.__cause__ is origin
+    assert caught.value.__context__ is origin
+    assert model.calls[0].closed_early
+
+
+async def test_rule7_a_callers_cancel_scope_ends_the_block_and_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([[*text_turn("a b"), Delay(10), *text_turn("c", id="x")]])
+    agent = Agent(id="a", model=model)
+    seen: list[str] = []
+    with trio.move_on_after(5) as scope:
+        async with agent.stream("hi") as stream:
+            async for chunk in stream:
+                seen.append(chunk.type)
+    assert scope.cancelled_caught
+    assert "text-delta" in seen
+    assert "finish" not in seen
+    assert model.calls[0].closed_early
+
+
+async def test_rule7_a_runs_block_is_entered_once() -> None:
+    block = Agent(id="a", model=ScriptedModel([text_turn("a")])).stream("hi")
+    async with block as stream:
+        assert [c.type async for c in stream][-1] == "finish"
+        with pytest.raises(RuntimeError, match="a run's stream is entered once"):
+            await block.__aenter__()
