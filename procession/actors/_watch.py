@@ -46,13 +46,18 @@ except ImportError:  # pragma: no cover - a trio without it: every yield parks
     _PARK_TRAP = None
 
 
+_COUNTS_SCHEDULE_POINTS: Final = any(
+    field.name == "_schedule_points"
+    for field in getattr(trio.lowlevel.Task, "__attrs_attrs__", ())
+)
+"""Whether this trio's tasks count their schedule points: read once from
+trio's ``Task`` class (a run builds a stage per output processor, and each
+asked)."""
+
+
 def _has_schedule_points() -> bool:
     """Whether this trio's tasks count their schedule points (step 1)."""
-    try:
-        task = trio.lowlevel.current_task()
-    except RuntimeError:
-        return False
-    return isinstance(getattr(task, "_schedule_points", None), int)
+    return _COUNTS_SCHEDULE_POINTS
 
 
 COUNTED: Final = "counted"

@@ -63,8 +63,11 @@ class _CoordinatorTask:
         self._waiters: list[trio.lowlevel.Task] | None = None
 
     def cancel(self, _outcome: object = None) -> None:
-        """Stop the coordinator (at once if it has not started)."""
-        self._scope.cancel()
+        """Stop the coordinator (at once if it has not started); nothing once
+        it has stopped (a run read to its end: trio's ``cancel`` formats the
+        calling task's repr for its reason each time)."""
+        if not self._done:
+            self._scope.cancel()
 
     async def run_coordinator(
         self, coordinator: Coordinator, control: RunControl

@@ -4,7 +4,6 @@ names the field."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import attrs
 
 from .._errors import MessageFormatError
-from ..data import Message, SystemMessage
+from ..data import Message, SystemMessage, new_message_id
 from ..runtime import USE_AGENT_DEFAULT, Agent, AgentStream, Durable, new_run_id
 from ..wire import parse_message
 from ._http import HttpError
@@ -63,10 +62,6 @@ class RunRequest:
         )
 
 
-def _new_id() -> str:
-    return f"msg-{uuid.uuid4().hex}"
-
-
 def _messages(value: object, field: str) -> tuple[Message | SystemMessage, ...]:
     if value is None:
         raise HttpError(400, f"'{field}' is required", field=field)
@@ -82,7 +77,7 @@ def _messages(value: object, field: str) -> tuple[Message | SystemMessage, ...]:
     for index, item in enumerate(items):
         where = f"{field}[{index}]"
         try:
-            parsed.append(parse_message(item, generate_id=_new_id))
+            parsed.append(parse_message(item, generate_id=new_message_id))
         except MessageFormatError as exc:
             raise HttpError(400, f"{where}: {exc}", field=where) from exc
     return tuple(parsed)

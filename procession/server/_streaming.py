@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 import attrs
@@ -92,6 +92,10 @@ class RunReader:
     next_ready: Callable[[], Chunk | None] = attrs.field(init=False)
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     reading: bool = False
+    cut: bool = False
+    """Whether ``cancel`` cancelled ``scope`` (read per chunk: trio's
+    ``cancel_called`` reads the clock for the scope's deadline each time, and
+    this scope has none)."""
 
     def __attrs_post_init__(self) -> None:
         held = HeldSteps(self.stream) if self.hold else None
@@ -103,6 +107,7 @@ class RunReader:
         progress, if any. Checkpoints."""
         await self.stream.cancel()
         if self.reading:
+            self.cut = True
             self.scope.cancel()
 
     async def _read(self) -> Chunk:
@@ -123,7 +128,7 @@ class RunReader:
                     chunk = await self._read()
                 except StopAsyncIteration:
                     return
-                if self.scope.cancel_called:
+                if self.cut:
                     break  # put it outside the scope: never cut off
                 await put(chunk)
                 chunk = None
@@ -160,7 +165,7 @@ class RunReader:
                         break
                     body += encode(more)
                     taken += 1
-                if self.scope.cancel_called:
+                if self.cut:
                     break  # write it outside the scope: never cut off
                 if body:
                     await writer.write(body)
@@ -234,7 +239,7 @@ class StreamSettings:
 
 class Shutdown:
     """An app's graceful shutdown: ``event`` is set once it began
-    (``begin``), and the waits registered with ``cutting`` are cut short
+    (``begin``), and the waits registered with ``cut`` are cut short
     then, so one task can wait for its client and for the shutdown at once
     (``watch_client``)."""
 
@@ -245,23 +250,24 @@ class Shutdown:
         self._cut: set[trio.CancelScope] = set()
 
     def begin(self) -> None:
-        """Set ``event`` and cancel every scope inside ``cutting``. Idempotent."""
+        """Set ``event`` and cancel every scope registered with ``cut``.
+        Idempotent."""
         self.event.set()
         for scope in self._cut:
             scope.cancel()
         self._cut.clear()
 
-    @contextmanager
-    def cutting(self, scope: trio.CancelScope) -> Iterator[None]:
-        """For the block, ``scope`` is cancelled when the shutdown begins (at
-        once if it already has)."""
+    def cut(self, scope: trio.CancelScope) -> None:
+        """Until ``keep(scope)``, ``scope`` is cancelled when the shutdown
+        begins (at once if it already has). Two calls, not a generator's
+        context manager: ``watch_client`` registers each of its waits."""
         if self.event.is_set():
             scope.cancel()
         self._cut.add(scope)
-        try:
-            yield
-        finally:
-            self._cut.discard(scope)
+
+    def keep(self, scope: trio.CancelScope) -> None:
+        """``scope`` is no longer cancelled by the shutdown (see ``cut``)."""
+        self._cut.discard(scope)
 
 
 async def watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
@@ -296,8 +302,11 @@ async def watch_client(
         with trio.CancelScope(deadline=deadline) as wait:
             if watching:
                 assert shutdown is not None
-                with shutdown.cutting(wait):
+                shutdown.cut(wait)
+                try:
                     message = await receive()
+                finally:
+                    shutdown.keep(wait)
             else:
                 message = await receive()
             if message["type"] == "http.disconnect":

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, TypeVar
 
-from .._version import version
+from ..telemetry import tracer_for
 
 __all__ = ["RequestSpan", "enter_run", "request_span", "under"]
 
@@ -80,10 +80,9 @@ def request_span(scope: Any, tracer_provider: Any = None) -> RequestSpan:
     when tracing is off: ``with request_span(...) as span:``, ended at the
     block's exit (an error if the block raised). A plain object, not a
     generator: no checkpoint, nothing per request beyond the span."""
-    if not _HAVE_OTEL:
+    tracer = tracer_for(tracer_provider, _SCOPE)
+    if tracer is None:
         return RequestSpan(None)
-    provider = tracer_provider or _otel_trace.get_tracer_provider()
-    tracer = provider.get_tracer(_SCOPE, version())
     method = scope.get("method", "")
     span = tracer.start_span(
         method,

@@ -14,8 +14,9 @@ from . import _conventions as names
 from ._tracing import DISABLED as DISABLED
 from ._tracing import RunTelemetry as RunTelemetry
 from ._tracing import start_run as start_run
+from ._tracing import tracer_for as tracer_for
 from ._tree import span_tree as span_tree
 
-__all__ = ["DISABLED", "RunTelemetry", "names", "span_tree", "start_run"]
+__all__ = ["DISABLED", "RunTelemetry", "names", "span_tree", "start_run", "tracer_for"]
 
 _fixup_module_metadata(__name__, globals())

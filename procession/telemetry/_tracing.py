@@ -26,7 +26,7 @@ from .._secrets import redact
 from .._version import version
 from . import _conventions as c
 
-__all__ = ["DISABLED", "RunTelemetry", "start_run"]
+__all__ = ["DISABLED", "RunTelemetry", "start_run", "tracer_for"]
 
 _HAVE_OTEL: bool
 try:  # the API is optional: procession[otel]
@@ -39,6 +39,26 @@ except ImportError:  # the core install
     _HAVE_OTEL = False
 
 _SCOPE: Final = "procession"
+
+
+def tracer_for(tracer_provider: Any, scope: str) -> Any | None:
+    """``scope``'s tracer from ``tracer_provider`` (None: the global one), or
+    None when nothing could record: the API is absent, or the provider is
+    the API's no-op one or its proxy while no SDK is configured (the proxy
+    then makes only non-recording spans). A run or request asks once and,
+    on None, builds no span or attributes at all."""
+    if not _HAVE_OTEL:
+        return None
+    provider = tracer_provider or _otel_trace.get_tracer_provider()
+    if isinstance(provider, _otel_trace.NoOpTracerProvider):
+        return None
+    if isinstance(provider, _otel_trace.ProxyTracerProvider) and isinstance(
+        # A proxy given explicitly delegates to the global provider once set.
+        _otel_trace.get_tracer_provider(),
+        _otel_trace.ProxyTracerProvider,
+    ):
+        return None
+    return provider.get_tracer(scope, version())
 
 
 def _usage_attributes(usage: Any) -> dict[str, int]:
@@ -374,10 +394,9 @@ def start_run(
     """The run's telemetry: its ``invoke_agent`` span started under the caller's
     current context (read here, in the caller's task), or ``DISABLED`` when the
     API is absent or its provider records nothing."""
-    if not _HAVE_OTEL:
+    tracer = tracer_for(tracer_provider, _SCOPE)
+    if tracer is None:
         return DISABLED
-    provider = tracer_provider or _otel_trace.get_tracer_provider()
-    tracer = provider.get_tracer(_SCOPE, version())
     parent = _otel_context.get_current()
     attributes: dict[str, Any] = {
         c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,

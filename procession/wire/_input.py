@@ -60,7 +60,15 @@ def parse_message(
     ``InvalidTextError`` naming the message (id and role) and the part (index
     and type).
     """
-    message = _parse(value, generate_id)
+    message: Message | SystemMessage
+    if type(value) is str:
+        built = message = _user_message(value, generate_id)
+        # Valid as built; ASCII text and id hold no surrogate to search for
+        # (the common case: a request's prompt).
+        if value.isascii() and type(built.id) is str and built.id.isascii():
+            return built
+    else:
+        message = _parse(value, generate_id)
     if isinstance(message, Message):
         _validate(message)
         _check_message_text(message)
@@ -110,16 +118,20 @@ def _parse(item: object, generate_id: Callable[[], str]) -> Message | SystemMess
     if isinstance(item, Message | SystemMessage):
         return item
     if isinstance(item, str):
-        return Message(
-            id=generate_id(),
-            role="user",
-            content=MessageContent(parts=[TextPart(text=item)], content=item),
-        )
+        return _user_message(item, generate_id)
     if isinstance(item, Mapping):
         return _parse_mapping(item, generate_id)
     raise MessageFormatError(
         f"cannot add {_short(item)}: expected a str, a Message, a SystemMessage "
         f"or a message dict"
+    )
+
+
+def _user_message(text: str, generate_id: Callable[[], str]) -> Message:
+    return Message(
+        id=generate_id(),
+        role="user",
+        content=MessageContent(parts=[TextPart(text=text)], content=text),
     )
 
 

@@ -305,3 +305,24 @@ async def test_a_warned_violation_is_an_event_and_still_reaches_on_violation(
     assert event.attributes is not None
     assert event.attributes[names.PROCESSOR_ID] == "warns"
     assert event.attributes["blocking"] is False
+
+
+def test_tracer_for_builds_no_span_where_nothing_could_record() -> None:
+    # No SDK configured in this process (no test sets the global provider):
+    # the global provider is the API's proxy, which makes only non-recording
+    # spans; a run or request then asks for no tracer at all.
+    from opentelemetry import trace
+    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
+
+    from procession.telemetry import tracer_for
+
+    assert isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
+    assert tracer_for(None, "procession") is None
+    assert tracer_for(NoOpTracerProvider(), "procession") is None
+    assert tracer_for(ProxyTracerProvider(), "procession") is None
+    recording = TracerProvider()
+    tracer = tracer_for(recording, "procession")
+    assert tracer is not None
+    span = tracer.start_span("s")
+    assert span.is_recording()
+    span.end()

@@ -254,6 +254,26 @@ def test_parse_system_message_checks_the_text() -> None:
         )
 
 
+def test_an_ascii_str_is_built_unchecked_and_its_id_still_checked() -> None:
+    # The fast path for a str (a request's prompt): the same message the
+    # general path builds, one id asked for; an id that is not valid text is
+    # still named.
+    asked = []
+
+    def one_id() -> str:
+        asked.append(1)
+        return "m1"
+
+    message = parse_message("hello", generate_id=one_id)
+    assert isinstance(message, Message)
+    assert (message.id, message.role) == ("m1", "user")
+    assert message.content.content == "hello"
+    assert message.content.parts == [TextPart(text="hello")]
+    assert asked == [1]
+    with pytest.raises(InvalidTextError, match=r"message '\\ud800' \(user\)"):
+        parse_message("hello", generate_id=lambda: LONE)
+
+
 def test_valid_text_parses_as_before() -> None:
     message = parse_message("naïve 😀", generate_id=ids())
     assert isinstance(message, Message)
