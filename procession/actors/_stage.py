@@ -53,6 +53,7 @@ from ._markers import (
 from ._watch import (
     COUNTED,
     DRIVEN,
+    PROBATION,
     Parked,
     driven,
     first_probation,
@@ -132,6 +133,7 @@ class _Stage:
         "parts",
         "passed_failures",
         "probation",
+        "probe",
         "seen",
         "skip_data",
         "stopped",
@@ -164,8 +166,15 @@ class _Stage:
         self.watch: str | None = (
             DRIVEN if watch and hook.is_async and spec.stream_boundary is None else None
         )
+        # The registration's record of its hook's calls across runs (_watch):
+        # a hook seen quiet for PROBATION driven calls in a row is counted
+        # from a new run's first call.
+        self.probe = spec.probe
         self.probation = first_probation() if self.watch is not None else 0
-        """Driven calls left before the stage may be only counted (0: none)."""
+        """Whether calls are driven on probation (0: not, or no longer)."""
+        if self.probation and self.probe.quiet >= PROBATION:
+            self.watch = COUNTED
+            self.probation = 0
         self.seen = Parked()
         self.on_error = spec.on_error
         self.skip_data = not spec.process_data_parts
@@ -298,19 +307,30 @@ class _Stage:
     # "adaptive": the probe's verdicts (_watch) ---------------------------------
 
     def yielded(self) -> None:
-        """A call of the hook yielded to trio: drive its calls from now on."""
+        """A call of the hook yielded to trio: drive its calls from now on
+        (and a new run's stage, until it is seen quiet again)."""
         self.watch = DRIVEN
+        self.probe.quiet = 0
 
     def probed(self) -> None:
-        """A driven call on probation ended without parking: after the last
-        one, a hook that never yielded is only counted from then on."""
-        self.probation -= 1
-        if self.probation == 0 and not self.seen.yielded:
-            self.watch = COUNTED
+        """A driven call on probation ended without parking: once the hook's
+        calls were quiet ``PROBATION`` times in a row (this run's and those
+        before), they are only counted from then on; a hook seen to yield is
+        driven for the rest of the run."""
+        probe = self.probe
+        if self.seen.yielded:
+            probe.quiet = 0
+            self.probation = 0
+        else:
+            probe.quiet += 1
+            if probe.quiet >= PROBATION:
+                self.watch = COUNTED
+                self.probation = 0
 
     def parked(self) -> None:
         """A call of the hook parked: a boundary goes in before this stage."""
         self.watch = None
+        self.probe.quiet = 0
         self.flow.blocked(self.index)
 
     async def _call_watched(self) -> Any:

@@ -22,9 +22,19 @@ The probe is in two steps, to stay cheaper than a hook call:
 So a hook that parks within its first ``PROBATION`` calls (an I/O hook on
 every chunk, one every 50th) is found on its first park; one that starts
 parking later is found on its second (the counter only says the first
-yielded). Both steps read trio internals (the task's ``_schedule_points``, the
-trap's class); where a trio version lacks them, every call is driven, and
-every yield counts as a park (more boundaries, the same output).
+yielded).
+
+The calls on probation are counted across runs, on the processor's
+registration (``ProcessorSpec.probe``, which an agent's runs share): once a
+hook has had ``PROBATION`` quiet driven calls in a row, a new run's stage
+starts at step 2, so short runs (a one-chunk answer has five calls per
+stage) and paced ones stop paying step 1 on every call. A hook that starts
+to park in a later run is then found on its second park, as one that starts
+late in a run is; any yield or park starts its probation over.
+
+Both steps read trio internals (the task's ``_schedule_points``, the trap's
+class); where a trio version lacks them, every call is driven, and every
+yield counts as a park (more boundaries, the same output).
 """
 
 from __future__ import annotations

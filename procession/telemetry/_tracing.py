@@ -49,13 +49,18 @@ def tracer_for(tracer_provider: Any, scope: str) -> Any | None:
     on None, builds no span or attributes at all."""
     if not _HAVE_OTEL:
         return None
-    provider = tracer_provider or _otel_trace.get_tracer_provider()
-    if isinstance(provider, _otel_trace.NoOpTracerProvider):
+    configured = _otel_trace.get_tracer_provider()  # the proxy while none is
+    provider = tracer_provider or configured
+    # Exact types: isinstance against the API's abstract provider class takes
+    # the slow ABC path on every call. A subclass just makes a span that
+    # does not record, as before.
+    kind = type(provider)
+    if kind is _otel_trace.NoOpTracerProvider:
         return None
-    if isinstance(provider, _otel_trace.ProxyTracerProvider) and isinstance(
+    if (
+        kind is _otel_trace.ProxyTracerProvider
         # A proxy given explicitly delegates to the global provider once set.
-        _otel_trace.get_tracer_provider(),
-        _otel_trace.ProxyTracerProvider,
+        and type(configured) is _otel_trace.ProxyTracerProvider
     ):
         return None
     return provider.get_tracer(scope, version())

@@ -307,3 +307,48 @@ def test_a_stream_boundary_that_is_not_a_bool_is_refused() -> None:
 
 def test_the_default_mode_is_adaptive() -> None:
     assert Agent(id="a", model=ScriptedModel([])).execution_mode == "adaptive"
+
+
+class Switch(Where):
+    """Quiet until ``park`` is set, then parks on every call."""
+
+    park = False
+
+    async def process_output_stream(self, args: ProcessOutputStreamArgs) -> Any:
+        self.tasks.append(trio.lowlevel.current_task())
+        if self.park:
+            await trio.sleep(0.001)
+        return args.part
+
+
+def deltas(count: int) -> list[Any]:
+    return [text_delta(str(n)) for n in range(count)]
+
+
+async def test_a_hook_quiet_through_its_probation_is_counted_from_a_later_runs_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    me = trio.lowlevel.current_task()
+    hook = Switch("switch")
+    agent = Agent(
+        id="a",
+        model=ScriptedModel([deltas(70), deltas(10), deltas(10)]),
+        output_processors=[hook],
+        execution_mode="adaptive",
+    )
+    await agent.generate("quiet")  # 70 deltas and the lifecycle chunks, inline
+    assert hook.tasks == [me] * len(hook.tasks)
+    assert len(hook.tasks) > watch_module.PROBATION
+    hook.tasks.clear()
+    hook.park = True
+    await agent.generate("parks")
+    # Its probation was served in the run before: the first call is only
+    # counted (it parks inline, seen as a yield), the second driven and seen
+    # to park; from the third on it has a task of its own.
+    assert hook.tasks[:2] == [me, me]
+    assert me not in hook.tasks[2:]
+    hook.tasks.clear()
+    await agent.generate("parks again")
+    # The park started its probation over: found on its first park again.
+    assert hook.tasks[:1] == [me]
+    assert me not in hook.tasks[1:]
