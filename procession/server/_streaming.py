@@ -110,24 +110,23 @@ class RunReader:
             self.cut = True
             self.scope.cancel()
 
-    async def _read(self) -> Chunk:
-        self.reading = True
-        try:
-            return await self.chunks.__anext__()
-        finally:
-            self.reading = False
-
     async def relay(self, put: Callable[[Chunk], Awaitable[object]]) -> None:
         """Hand every chunk of the run to ``put``, in order, each once; after
         a cancel, the run's last chunk is its ``abort``. What ``put`` or the
         run raises goes up. Checkpoints (each read and ``put``)."""
         chunk: Chunk | None = None
+        chunks = self.chunks
         with self.scope:
             while True:
+                # The read in this frame, not a helper's: every wait for the
+                # run resumes each frame of the request's chain.
+                self.reading = True
                 try:
-                    chunk = await self._read()
+                    chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     return
+                finally:
+                    self.reading = False
                 if self.cut:
                     break  # put it outside the scope: never cut off
                 await put(chunk)
@@ -147,16 +146,19 @@ class RunReader:
         ``MAX_COALESCED``) in one ``write``; as ``relay`` after a cancel.
         None at the run's end, or the exception the run raised (what
         ``writer`` raises goes up). Checkpoints in every read and write."""
-        next_ready = self.next_ready
+        chunks, next_ready = self.chunks, self.next_ready
         body = b""
         with self.scope:
             while True:
+                self.reading = True  # as in relay: the read in this frame
                 try:
-                    chunk = await self._read()
+                    chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     return None
                 except Exception as exc:
                     return exc
+                finally:
+                    self.reading = False
                 body = encode(chunk)
                 taken = 1
                 while taken < MAX_COALESCED:
@@ -433,7 +435,12 @@ async def stream_response(
                 functools.partial(_stop_for_shutdown, reader),
                 name=WATCHER_NAME,
             )
-            clean = await write_run(reader, writer, settings)
+            # Read and written in this frame (write_failure only on a failure):
+            # a paced stream's every wait resumes each frame of its chain.
+            failure = await reader.write(writer, settings.encode)
+            clean = failure is None or await write_failure(
+                reader, writer, settings, failure
+            )
             if clean and await moved_away(stream):
                 await writer.end(RETRY_FRAME)
             else:
@@ -458,16 +465,15 @@ async def moved_away(stream: AgentStream) -> bool:
     return stream.durable and (await stream.result()).finish_reason == "moved"
 
 
-async def write_run(
-    reader: RunReader, writer: BodyWriter, settings: StreamSettings
+async def write_failure(
+    reader: RunReader,
+    writer: BodyWriter,
+    settings: StreamSettings,
+    failure: Exception,
 ) -> bool:
-    """Write the run's frames until it ends, the chunks at hand together;
-    True if it ended cleanly, False after the failure frame of a run that
-    raised (logged with its traceback). Checkpoints in every read and
-    ``send``; cancelled, the run's chunk in hand is lost with the response."""
-    failure = await reader.write(writer, settings.encode)
-    if failure is None:
-        return True
+    """After ``reader.write`` returned the run's ``failure``: log it with its
+    traceback and write its failure frame. Returns False (the run did not
+    end cleanly). Checkpoints (the ``send``)."""
     logger.error(
         "run %s failed while streaming",
         reader.stream.run_id,
