@@ -160,6 +160,20 @@ class HookSpec:
     is_async: bool
 
 
+class HookProbe:
+    """How many driven calls of a registered stream hook in a row, across
+    runs, did not yield to trio (``actors._watch``: once there are
+    ``PROBATION``, a new run's stage only counts its calls). Written by
+    every run of the registration, without a lock: a lost update costs a
+    call driven more or a yield found one park later, never a wrong
+    boundary."""
+
+    __slots__ = ("quiet",)
+
+    def __init__(self) -> None:
+        self.quiet = 0
+
+
 @attrs.frozen(eq=False)
 class ProcessorSpec:
     """A registered processor: its identity, hooks and policies, read once so the
@@ -179,29 +193,13 @@ class ProcessorSpec:
     ``False``, never (it stays inline even if its hook parks); ``None``, the
     pipeline decides by watching the hook."""
 
-    probe: HookProbe = attrs.field(
-        factory=lambda: HookProbe(), init=False, eq=False, repr=False
-    )
+    probe: HookProbe = attrs.field(factory=HookProbe, init=False, eq=False, repr=False)
     """What the ``"adaptive"`` mode's runs learned of this processor's
     ``process_output_stream`` (``actors._watch``): kept with the registration,
     which an agent's runs share."""
 
     def hook(self, name: str) -> HookSpec | None:
         return self.hooks.get(name)
-
-
-class HookProbe:
-    """How many driven calls of a registered stream hook in a row, across
-    runs, did not yield to trio (``actors._watch``: once there are
-    ``PROBATION``, a new run's stage only counts its calls). Written by
-    every run of the registration, without a lock: a lost update costs a
-    call driven more or a yield found one park later, never a wrong
-    boundary."""
-
-    __slots__ = ("quiet",)
-
-    def __init__(self) -> None:
-        self.quiet = 0
 
 
 @attrs.frozen
