@@ -2,7 +2,7 @@
 
 * ``ScriptedModel``: a language model whose answers you script (text, reasoning,
   tool calls, errors at the call or mid-stream, delays on trio's clock); it
-  records every request.
+  records every request. ``check_turn`` checks a turn once for many models.
 * ``run_sequential``: the sequential reference runner, the executable meaning of
   the pipeline's equivalence guarantee.
 * ``assert_split_invariant`` / ``assert_modes_agree``: ready-made checks that a
@@ -43,9 +43,11 @@ from ._reference import SequentialRun as SequentialRun
 from ._reference import run_sequential as run_sequential
 from ._run_shape import RunEnd as RunEnd
 from ._run_shape import assert_run_shape as assert_run_shape
+from ._script import CheckedTurn as CheckedTurn
 from ._script import Delay as Delay
 from ._script import ScriptError as ScriptError
 from ._script import ScriptExhausted as ScriptExhausted
+from ._script import check_turn as check_turn
 from ._script import reasoning_turn as reasoning_turn
 from ._script import text_turn as text_turn
 from ._script import tool_call_turn as tool_call_turn
@@ -56,6 +58,7 @@ from ._scripted import ScriptedResponse as ScriptedResponse
 
 __all__ = [
     "CallLog",
+    "CheckedTurn",
     "CollectedRun",
     "Delay",
     "PassThrough",
@@ -71,6 +74,7 @@ __all__ = [
     "assert_modes_agree",
     "assert_run_shape",
     "assert_split_invariant",
+    "check_turn",
     "collect_stream",
     "crash_run",
     "drip",

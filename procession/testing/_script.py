@@ -57,11 +57,13 @@ from ..models import (
 from ..wire import from_wire
 
 __all__ = [
+    "CheckedTurn",
     "Delay",
     "ScriptError",
     "ScriptExhausted",
     "ScriptItem",
     "ScriptedTurn",
+    "check_turn",
     "reasoning_turn",
     "text_turn",
     "tool_call_turn",
@@ -132,15 +134,6 @@ ScriptItem: TypeAlias = (
 )
 """One item of a list turn (see the module docstring)."""
 
-ScriptedTurn: TypeAlias = (
-    Sequence[ScriptItem]
-    | str
-    | BaseException
-    | Callable[[ModelRequest], "Sequence[ScriptItem] | str | BaseException"]
-)
-"""One turn of a script: a list of items, a text shorthand, an exception raised
-at the call, or a callable computing one of those from the request."""
-
 _CHUNK_CLASSES: tuple[type[Any], ...] = (*CHUNK_TYPES.values(), DataChunk)
 
 
@@ -152,8 +145,10 @@ _Step: TypeAlias = Chunk | Delay | BaseException
 
 
 @attrs.frozen
-class _Plan:
-    """A turn, checked: what to stream and how the response ends."""
+class CheckedTurn:
+    """A turn, checked: what to stream and how the response ends
+    (``check_turn``). Frozen, so one checked turn may answer any number of
+    calls of any number of ``ScriptedModel`` s."""
 
     steps: tuple[_Step, ...]
     finish: _FinishItem | None
@@ -166,11 +161,24 @@ class _Plan:
     """Whether the turn streams a tool call."""
 
 
-def _where(turn: int, item: int | None = None) -> str:
-    return f"turn {turn}" if item is None else f"turn {turn}, item {item}"
+ScriptedTurn: TypeAlias = (
+    Sequence[ScriptItem]
+    | str
+    | BaseException
+    | CheckedTurn
+    | Callable[[ModelRequest], Sequence[ScriptItem] | str | BaseException | CheckedTurn]
+)
+"""One turn of a script: a list of items, a text shorthand, an exception raised
+at the call, a turn checked once by ``check_turn``, or a callable computing one
+of those from the request."""
 
 
-def _plan_list(items: Sequence[ScriptItem], turn: int) -> _Plan:
+def _where(turn: int | None, item: int | None = None) -> str:
+    where = "the turn" if turn is None else f"turn {turn}"
+    return where if item is None else f"{where}, item {item}"
+
+
+def _plan_list(items: Sequence[ScriptItem], turn: int | None) -> CheckedTurn:
     steps: list[_Step | str] = []
     finish: _FinishItem | None = None
     usage: Usage | None = None
@@ -220,7 +228,7 @@ def _plan_list(items: Sequence[ScriptItem], turn: int) -> _Plan:
             f"keep one"
         )
     expanded = _expand_text(steps)
-    return _Plan(
+    return CheckedTurn(
         steps=expanded,
         finish=finish,
         usage=usage,
@@ -250,10 +258,29 @@ def _expand_text(steps: list[_Step | str]) -> tuple[_Step, ...]:
     return tuple(out)
 
 
-def _plan(turn: object, index: int) -> _Plan | BaseException:
+def check_turn(turn: Sequence[ScriptItem] | str) -> CheckedTurn:
+    """``turn`` (a list of items or a text shorthand) checked once, for any
+    number of ``ScriptedModel`` s: ``ScriptedModel([checked])`` (or a callable
+    turn returning it) streams it without checking it again. A script that
+    answers many calls with the same long turn (a server's load test, a
+    property test building a model per example) checks it once instead of per
+    model. Raises ``ScriptError`` for a malformed turn, as ``ScriptedModel``
+    does."""
+    given: object = turn  # checked at run time too: bytes is a Sequence
+    if isinstance(given, str | Sequence) and not isinstance(given, bytes | bytearray):
+        plan = _plan(given, None)
+        assert isinstance(plan, CheckedTurn)
+        return plan
+    raise ScriptError(
+        f"check_turn takes a list of script items or a str, got {turn!r}; an "
+        f"exception turn or a callable turn needs no checking"
+    )
+
+
+def _plan(turn: object, index: int | None) -> CheckedTurn | BaseException:
     """Check one (non-callable) turn: a plan to stream, or the exception to raise
-    at the call."""
-    if isinstance(turn, BaseException):
+    at the call. A turn checked already is taken as it is."""
+    if turn.__class__ is CheckedTurn or isinstance(turn, BaseException):
         return turn
     if isinstance(turn, str):
         return _plan_list([turn], index)
@@ -304,7 +331,7 @@ def _prompt_words(prompt: Iterable[PromptMessage]) -> int:
     return count
 
 
-def _finish_for(plan: _Plan, request: ModelRequest) -> ModelFinish:
+def _finish_for(plan: CheckedTurn, request: ModelRequest) -> ModelFinish:
     """``response.finish`` for a turn streamed to its end."""
     finish = plan.finish
     if isinstance(finish, ModelFinish):

@@ -63,12 +63,12 @@ from ..models import (
     ToolDefinition,
 )
 from ._script import (
+    CheckedTurn,
     Delay,
     ScriptedTurn,
     ScriptError,
     ScriptExhausted,
     _finish_for,
-    _Plan,
     _plan,
     _where,
 )
@@ -182,7 +182,7 @@ class ScriptedResponse:
 
     __slots__ = ("_busy", "_call", "_closed", "_done", "_next", "_plan", "finish")
 
-    def __init__(self, call: RecordedCall, plan: _Plan) -> None:
+    def __init__(self, call: RecordedCall, plan: CheckedTurn) -> None:
         self.finish: ModelFinish | None = None
         self._call = call
         self._plan = plan
@@ -363,9 +363,9 @@ class ScriptedModel:
                 f"ScriptedModel(turns) takes a list of turns, got {turns!r}; "
                 f"for one text answer write ScriptedModel([{turns!r}])"
             )
-        self._turns: list[_Plan | BaseException | Callable[[ModelRequest], Any]] = [
-            turn if callable(turn) else _plan(turn, i) for i, turn in enumerate(turns)
-        ]
+        self._turns: list[
+            CheckedTurn | BaseException | Callable[[ModelRequest], Any]
+        ] = [turn if callable(turn) else _plan(turn, i) for i, turn in enumerate(turns)]
         self._provider = provider
         self._model_id = model_id
         self._calls: list[RecordedCall] = []
@@ -424,11 +424,11 @@ class ScriptedModel:
             raise plan
         return ScriptedResponse(call, plan)
 
-    def _take(self, index: int, request: ModelRequest) -> _Plan | BaseException:
+    def _take(self, index: int, request: ModelRequest) -> CheckedTurn | BaseException:
         if index >= len(self._turns):
             raise ScriptExhausted(index, len(self._turns))
         turn = self._turns[index]
-        if isinstance(turn, _Plan | BaseException):
+        if isinstance(turn, CheckedTurn | BaseException):
             return turn
         answer = turn(request)
         if callable(answer) and not isinstance(answer, BaseException):

@@ -1,0 +1,74 @@
+"""check_turn: a turn checked once answers calls of many ScriptedModels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from procession.chunks import TextDeltaChunk, Usage, text_delta
+from procession.models import ModelRequest
+from procession.processors import PromptTextPart, PromptUserMessage
+from procession.testing import (
+    CheckedTurn,
+    Delay,
+    ScriptedModel,
+    ScriptError,
+    check_turn,
+)
+from procession.testing import _script as script_module
+
+
+def request() -> ModelRequest:
+    return ModelRequest(prompt=[PromptUserMessage([PromptTextPart("hi")])])
+
+
+async def streamed(model: ScriptedModel) -> tuple[list[str], Any]:
+    async with model.stream(request()) as response:
+        chunks = [chunk async for chunk in response]
+    texts = [c.payload.text for c in chunks if isinstance(c, TextDeltaChunk)]
+    return texts, response.finish
+
+
+async def test_a_checked_turn_streams_as_the_turn_it_was_made_from() -> None:
+    items: list[Any] = [text_delta("a ", id="t"), Delay(0.5), text_delta("b", id="t")]
+    checked = check_turn(items)
+    assert isinstance(checked, CheckedTurn)
+    assert await streamed(ScriptedModel([checked])) == await streamed(
+        ScriptedModel([items])
+    )
+    texts, finish = await streamed(ScriptedModel([check_turn("one two three")]))
+    assert "".join(texts) == "one two three"
+    assert finish.usage.output_tokens == 3
+
+
+async def test_a_checked_turn_is_not_checked_again_by_each_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked = check_turn(["hello there", Usage(input_tokens=2, output_tokens=5)])
+    planned: list[object] = []
+    plan_list = script_module._plan_list
+
+    def counting(items: Any, turn: int | None) -> CheckedTurn:
+        planned.append(items)
+        return plan_list(items, turn)
+
+    monkeypatch.setattr(script_module, "_plan_list", counting)
+    for _ in range(3):  # one model per call, as a server's load test makes them
+        texts, finish = await streamed(ScriptedModel([checked]))
+        assert "".join(texts) == "hello there"
+        assert finish.usage.output_tokens == 5
+    called = ScriptedModel([lambda req: checked])  # a callable may return one too
+    assert "".join((await streamed(called))[0]) == "hello there"
+    assert planned == []
+    ScriptedModel([["unchecked"]])
+    assert planned == [["unchecked"]]  # the counter itself counts
+
+
+def test_a_malformed_turn_is_refused_by_check_turn_naming_the_item() -> None:
+    with pytest.raises(ScriptError, match=r"^the turn, item 1: <object object"):
+        check_turn(["fine", object()])  # type: ignore[list-item]
+    with pytest.raises(ScriptError, match=r"check_turn takes a list .* got b'x'"):
+        check_turn(b"x")  # type: ignore[arg-type]
+    with pytest.raises(ScriptError, match=r"got ValueError\('no'\); an exception"):
+        check_turn(ValueError("no"))  # type: ignore[arg-type]
