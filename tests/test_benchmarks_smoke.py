@@ -290,3 +290,21 @@ def test_the_approval_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None
     plain = {r.backend: r.ms for r in rows if r.setup == "plain turn"}
     assert all(r.vs_plain == pytest.approx(r.ms / plain[r.backend]) for r in rows)
     assert "a pause and a resume add" in capsys.readouterr().out
+
+
+def test_the_frame_encode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _module, rows = run_quick("frame_encode")
+    by = {(r.encoder, r.mix): r for r in rows}
+    for protocol in ("mastra", "ui"):
+        for mix in ("200-delta", "general-path"):
+            for encoder in ("today", "stdlib, no fast paths", "msgspec"):
+                assert by[encoder, f"{protocol} {mix}"].us_per_chunk > 0
+    assert all(r.identical for r in rows if r.encoder == "today")
+    # The stdlib's general path is the same bytes (a property test holds it),
+    # and so is its C encoder made once; msgspec writes 1e16 where the stdlib
+    # writes 1e+16, so the check can tell.
+    assert all(r.identical for r in rows if r.encoder.startswith("stdlib"))
+    assert not any(r.identical for r in rows if r.encoder.startswith("msgspec"))
+    printed = capsys.readouterr().out
+    assert "first: tool args, 1e16" in printed
+    assert re.search(r"^summary: adopting msgspec would save", printed, re.M)
