@@ -64,9 +64,15 @@ class _Model:
         return ScriptedModel([_turn(chunks, pace_ms)]).stream(request)
 
 
+def model() -> _Model:
+    """The scripted model this module's agent runs: each call answers with
+    the workload its last user message names."""
+    return _Model()
+
+
 agent = Agent(
     id="load",
-    model=_Model(),
+    model=model(),
     output_processors=[PassThrough(i) for i in range(5)],
     execution_mode=cast(ExecutionMode, MODE),
 )

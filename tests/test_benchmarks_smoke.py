@@ -308,3 +308,23 @@ def test_the_frame_encode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> 
     printed = capsys.readouterr().out
     assert "first: tool args, 1e16" in printed
     assert re.search(r"^summary: adopting msgspec would save", printed, re.M)
+
+
+def test_the_paced_split_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _module, rows = run_quick("paced_split")
+    floors = {"floor: sleep + checkpoint", "floor: two tasks, hand-over"}
+    assert {(r.setup, r.mode) for r in rows} == {
+        *((floor, "-") for floor in floors),
+        *(
+            (setup, mode)
+            for setup in (
+                "agent, 0 processors",
+                "agent, 5 pass-through",
+                "served app, 5 pass-through",
+            )
+            for mode in MODES
+        ),
+    }
+    assert all(0 < r.least_us <= r.median_us for r in rows)
+    printed = capsys.readouterr().out
+    assert re.search(r"^summary: a paced delta .* served in one process", printed, re.M)
