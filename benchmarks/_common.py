@@ -75,6 +75,25 @@ def interleaved(rounds: int, setups: Mapping[K, Callable[[], T]]) -> dict[K, lis
     return results
 
 
+def post_scope(path: str) -> dict[str, Any]:
+    """The ASGI scope of a JSON ``POST`` to ``path``, for a benchmark that
+    calls an app directly (no socket)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"bench"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 4111),
+    }
+
+
 def percentile(values: Sequence[float], fraction: float) -> float:
     """The ``fraction`` quantile of ``values`` by the nearest-rank rule."""
     ordered = sorted(values)

@@ -141,20 +141,7 @@ def _streamed(agent: Agent, prompt: str) -> Answer:
 
 def _served_app(mode: ExecutionMode, body: bytes) -> Answer:
     app = create_app([_agent(5, mode)], max_concurrent_runs=100_000, keepalive_s=0)
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/api/agents/load/stream",
-        "raw_path": b"/api/agents/load/stream",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"bench"), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 2),
-    }
+    scope = _common.post_scope("/api/agents/load/stream")
 
     async def answer() -> None:
         asked = False

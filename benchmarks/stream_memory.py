@@ -31,6 +31,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import _common
+
 PATH = "/api/agents/load/stream"
 BODY = b'{"messages": "chunks=30 pace=1000"}'  # a delta a second, 30 s
 
@@ -51,20 +53,7 @@ class _Started:
 
 async def _stream(app: Any, started: _Started, stop: trio.Event) -> None:
     """One request to ``app`` that reads its body until ``stop`` is set."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": PATH,
-        "raw_path": PATH.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"bench"), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 4111),
-    }
+    scope = _common.post_scope(PATH)
     sent_body = False
     counted = False
 
