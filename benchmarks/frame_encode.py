@@ -368,6 +368,8 @@ def _outcome(encoder: Encoder, make: Callable[[bool], Encode], chunk: Chunk) -> 
 
 def _where(case: str, want: Any, got: Any) -> str:
     if isinstance(want, str):
+        if isinstance(got, str):
+            return f"{case}: today raises {want}, this raises {got}"
         return f"{case}: today raises {want}, this does not"
     if isinstance(got, str):
         return f"{case}: raises {got}"

@@ -9,7 +9,8 @@ set-ups in interleaved rounds, the least and the median of the rounds:
   costs at least (the served floors' own model);
 * ``floor: two tasks, hand-over``: a task that sleeps and hands each delta to
   the answer's reading task (``reschedule``): the least a run whose model is
-  read by another task than its client costs;
+  read by another task than its client costs (with the nursery and the task
+  an answer's second task takes, spread over its deltas);
 * ``agent, 0 processors`` / ``agent, 5 pass-through``: ``agent.stream`` in
   each ``--modes`` mode, read to its end (the model of
   ``benchmarks/_served.py``, its turn checked once per workload);
@@ -239,7 +240,11 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         f"interleaved round(s), least and median"
     )
     print(_common.versions(None))
-    tune_gc()  # as procession serve runs
+    if not args.quick:
+        # As procession serve runs; not in a smoke run, which runs inside a
+        # test process (tune_gc freezes what is alive and changes the
+        # process's thresholds for good).
+        tune_gc()
     setups = _setups(modes, deltas, pace_ms)
     for answer in setups.values():  # warm-up: imports, first calls
         _cpu_per_delta(answer, min(streams, 8), 1, deltas)

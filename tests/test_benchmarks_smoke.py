@@ -299,7 +299,6 @@ def test_the_frame_encode_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> 
         for mix in ("200-delta", "general-path"):
             for encoder in ("today", "stdlib, no fast paths", "msgspec"):
                 assert by[encoder, f"{protocol} {mix}"].us_per_chunk > 0
-    assert all(r.identical for r in rows if r.encoder == "today")
     # The stdlib's general path is the same bytes (a property test holds it),
     # and so is its C encoder made once; msgspec writes 1e16 where the stdlib
     # writes 1e+16, so the check can tell.

@@ -146,9 +146,11 @@ _Step: TypeAlias = Chunk | Delay | BaseException
 
 @attrs.frozen
 class CheckedTurn:
-    """A turn, checked: what to stream and how the response ends
-    (``check_turn``). Frozen, so one checked turn may answer any number of
-    calls of any number of ``ScriptedModel`` s."""
+    """A turn, checked: what to stream and how the response ends. Made by
+    ``check_turn`` (built by hand, nothing is checked). Frozen, so one
+    checked turn may answer any number of calls of any number of
+    ``ScriptedModel`` s (an exception in it is raised afresh each time,
+    without the frames of earlier raises)."""
 
     steps: tuple[_Step, ...]
     finish: _FinishItem | None
@@ -288,7 +290,8 @@ def _plan(turn: object, index: int | None) -> CheckedTurn | BaseException:
         return _plan_list(turn, index)
     raise ScriptError(
         f"{_where(index)}: {turn!r} is not a turn; expected a list of items, a str, "
-        f"an exception instance or a callable taking the ModelRequest"
+        f"an exception instance, a checked turn or a callable taking the "
+        f"ModelRequest"
     )
 
 

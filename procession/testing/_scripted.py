@@ -29,7 +29,9 @@ A turn is one of
 * an **exception instance**: raised on entering ``model.stream(request)`` (the
   provider rejected the call);
 * a **callable** ``(request) -> list | str | exception``, called when the call
-  is made, so a test can answer from the prompt it was sent.
+  is made, so a test can answer from the prompt it was sent;
+* a ``CheckedTurn``: a list or str turn checked once by ``check_turn``, for
+  any number of models (a callable may return one too).
 
 Unless the script says otherwise, ``response.finish`` has the reason
 ``"tool-calls"`` when a ``tool-call`` chunk was streamed and ``"stop"``
@@ -242,7 +244,7 @@ class ScriptedResponse:
         if isinstance(step, BaseException):
             self._done = True
             self._call.log.error = step
-            raise step
+            raise _fresh(step)
         self._call.log.chunks_streamed += 1
         return step
 
@@ -270,7 +272,7 @@ class ScriptedResponse:
             if isinstance(step, BaseException):
                 self._done = True
                 self._call.log.error = step
-                raise step
+                raise _fresh(step)
             self._call.log.chunks_streamed += 1
             return step
         raise StopAsyncIteration
@@ -421,7 +423,7 @@ class ScriptedModel:
         await trio.lowlevel.checkpoint()
         if isinstance(plan, BaseException):
             call.log.error = plan
-            raise plan
+            raise _fresh(plan)
         return ScriptedResponse(call, plan)
 
     def _take(self, index: int, request: ModelRequest) -> CheckedTurn | BaseException:
@@ -434,7 +436,8 @@ class ScriptedModel:
         if callable(answer) and not isinstance(answer, BaseException):
             raise ScriptError(
                 f"{_where(index)}: the callable turn {turn!r} returned another "
-                f"callable, {answer!r}; return a list of items, a str or an exception"
+                f"callable, {answer!r}; return a list of items, a str, an exception "
+                f"or a checked turn"
             )
         return _plan(answer, index)
 
@@ -443,3 +446,11 @@ class ScriptedModel:
             f"ScriptedModel(provider={self._provider!r}, model_id={self._model_id!r}, "
             f"turns={len(self._turns)}, calls={len(self._calls)})"
         )
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """``error`` to raise once more, without the traceback of its earlier
+    raises: a scripted exception may be raised by many calls (a checked turn
+    shared by many models, an exception given to several), and each raise of
+    one instance would otherwise add its frames to the last."""
+    return error.with_traceback(None)

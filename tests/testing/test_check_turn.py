@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
+from procession import ProviderError
 from procession.chunks import TextDeltaChunk, Usage, text_delta
 from procession.models import ModelRequest
 from procession.processors import PromptTextPart, PromptUserMessage
@@ -30,7 +33,9 @@ async def streamed(model: ScriptedModel) -> tuple[list[str], Any]:
     return texts, response.finish
 
 
-async def test_a_checked_turn_streams_as_the_turn_it_was_made_from() -> None:
+async def test_a_checked_turn_streams_as_the_turn_it_was_made_from(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     items: list[Any] = [text_delta("a ", id="t"), Delay(0.5), text_delta("b", id="t")]
     checked = check_turn(items)
     assert isinstance(checked, CheckedTurn)
@@ -72,3 +77,23 @@ def test_a_malformed_turn_is_refused_by_check_turn_naming_the_item() -> None:
         check_turn(b"x")  # type: ignore[arg-type]
     with pytest.raises(ScriptError, match=r"got ValueError\('no'\); an exception"):
         check_turn(ValueError("no"))  # type: ignore[arg-type]
+
+
+def _frames(error: BaseException) -> int:
+    count, tb = 0, error.__traceback__
+    while tb is not None:
+        count, tb = count + 1, tb.tb_next
+    return count
+
+
+async def test_a_shared_turns_exception_keeps_no_frames_of_earlier_raises() -> None:
+    broken = ProviderError("connection reset", status_code=None)
+    checked = check_turn(["partial", broken])
+    depths = []
+    for _ in range(4):  # a model per call, each raising the same instance
+        with pytest.raises(ProviderError, match=r"connection reset") as raised:
+            await streamed(ScriptedModel([checked]))
+        assert raised.value is broken
+        depths.append(_frames(raised.value))
+    assert depths[0] > 0
+    assert depths == [depths[0]] * 4  # not 1x, 2x, 3x, 4x the frames
