@@ -94,6 +94,24 @@ def post_scope(path: str) -> dict[str, Any]:
     }
 
 
+def body_then(
+    body: bytes, wait: Callable[[], Awaitable[object]]
+) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI ``receive`` for one request: its whole ``body`` first, then,
+    once ``wait()`` returns, ``http.disconnect``."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 def percentile(values: Sequence[float], fraction: float) -> float:
     """The ``fraction`` quantile of ``values`` by the nearest-rank rule."""
     ordered = sorted(values)

@@ -32,6 +32,7 @@ work.
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import sys
@@ -145,19 +146,11 @@ def _served_app(mode: ExecutionMode, body: bytes) -> Answer:
     scope = _common.post_scope("/api/agents/load/stream")
 
     async def answer() -> None:
-        asked = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal asked
-            if not asked:
-                asked = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await trio.sleep_forever()
-            raise AssertionError("unreachable")
-
         async def send(message: Any) -> None:
             await trio.lowlevel.checkpoint()  # a socket send's schedule point
 
+        # The client never leaves: the response ends when the run does.
+        receive = _common.body_then(body, trio.sleep_forever)
         await app(dict(scope), receive, send)
 
     return answer
@@ -249,9 +242,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     for answer in setups.values():  # warm-up: imports, first calls
         _cpu_per_delta(answer, min(streams, 8), 1, deltas)
     measures: dict[tuple[str, str], Callable[[], float]] = {
-        key: (
-            lambda answer=answer: _cpu_per_delta(answer, streams, repeats, deltas)  # type: ignore[misc]
-        )
+        key: functools.partial(_cpu_per_delta, answer, streams, repeats, deltas)
         for key, answer in setups.items()
     }
     results = _common.interleaved(rounds, measures)

@@ -54,16 +54,7 @@ class _Started:
 async def _stream(app: Any, started: _Started, stop: trio.Event) -> None:
     """One request to ``app`` that reads its body until ``stop`` is set."""
     scope = _common.post_scope(PATH)
-    sent_body = False
     counted = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent_body
-        if not sent_body:
-            sent_body = True
-            return {"type": "http.request", "body": BODY, "more_body": False}
-        await stop.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         nonlocal counted
@@ -71,7 +62,7 @@ async def _stream(app: Any, started: _Started, stop: trio.Event) -> None:
             counted = True
             started.one()
 
-    await app(scope, receive, send)
+    await app(scope, _common.body_then(BODY, stop.wait), send)
 
 
 async def _hold(app: Any, streams: int, top: int) -> tuple[float, Any]:

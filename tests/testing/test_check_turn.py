@@ -71,6 +71,8 @@ async def test_a_checked_turn_is_not_checked_again_by_each_model(
 
 
 def test_a_malformed_turn_is_refused_by_check_turn_naming_the_item() -> None:
+    # Each call passes what the signature forbids on purpose (the type: ignore):
+    # the run-time check, for callers without a type checker, is under test.
     with pytest.raises(ScriptError, match=r"^the turn, item 1: <object object"):
         check_turn(["fine", object()])  # type: ignore[list-item]
     with pytest.raises(ScriptError, match=r"check_turn takes a list .* got b'x'"):
