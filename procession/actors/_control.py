@@ -198,6 +198,25 @@ class ControlSource:
             self._wake_sender()
         return item
 
+    def take_barrier_nowait(self) -> Barrier | None:
+        """The next item if it is a queued ``Barrier`` (none is then left
+        for a read to find), else None; as ``take_nowait`` otherwise."""
+        items = self._items
+        if not items or self._yield or items[0].__class__ is not Barrier:
+            return None
+        barrier: Barrier = items.pop(0)
+        if not items:
+            self._wake_sender()
+        return barrier
+
+    def ended_nowait(self) -> bool:
+        """Whether a read would raise ``StopAsyncIteration`` at once: closed
+        (or left) with nothing queued, and reads are not checkpoints
+        (``yield_per_item``). Never checkpoints."""
+        return (
+            not self._items and not self._yield and (self._closed or self._reader_gone)
+        )
+
     def _abort_read(self, _: Any) -> trio.lowlevel.Abort:
         self._reader = None
         return trio.lowlevel.Abort.SUCCEEDED
@@ -342,6 +361,12 @@ class RunControl:
         self._read_scope = trio.CancelScope()
         return self._read_scope
 
+    def read_done(self) -> None:
+        """The model read is over: its scope is left, and no longer cancelled
+        when a retry is granted or the run ends (each ``cancel`` of a scope
+        costs trio a clock read and a reason made)."""
+        self._read_scope = None
+
     async def inject(self, chunk: Any) -> None:
         """Send ``chunk`` through the output processors, at this position, and
         wait until the pipeline has taken it (backpressure). Checkpoints, and a
@@ -411,6 +436,17 @@ class RunControl:
                 await barrier.wait()
         if self._retry is not None:
             raise RetryRequested(self._retry)
+
+    async def then(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` in the task that reads the client end once
+        everything sent so far has reached it, and do not wait for that: the
+        coordinator's last word when nothing it does after its last chunk
+        awaits (the run then ends without a hand-over back to it, and its
+        end is at hand with that chunk: ``OutputPipeline.end_nowait``). Never
+        called if the stream ends before (a terminal, the reader leaving).
+        Queued like ``send_ahead``: no checkpoint, and a cancellation (the
+        run ended) propagates with nothing queued."""
+        await self._post(Barrier(then=callback))
 
     def settle_ahead(self) -> None:
         """Queue the barrier of the next ``settle`` now, when the coordinator

@@ -8,6 +8,7 @@ They are the pipeline's private protocol: not part of the public API.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import trio
@@ -67,18 +68,21 @@ class Barrier(_Marker):
     """Yielded by a driver's source to learn when everything before it has reached
     the client end (e.g. the end of a step, before ``process_output_step``).
 
-    ``await barrier.wait()`` after yielding it (one task waits on a barrier).
-    Never discarded.
+    ``await barrier.wait()`` after yielding it (one task waits on a barrier),
+    or give it ``then``: called once, in the task that reads the client end,
+    when the barrier gets there (never if the stream ends before). Never
+    discarded.
     """
 
     # A parked task instead of a trio.Event: a barrier is made for every
     # settle of every run, and an Event (an attrs object and a set) is most of
     # what one costs.
-    __slots__ = ("_passed", "_waiter")
+    __slots__ = ("_passed", "_then", "_waiter")
 
-    def __init__(self) -> None:
+    def __init__(self, then: Callable[[], object] | None = None) -> None:
         self._passed = False
         self._waiter: trio.lowlevel.Task | None = None
+        self._then = then
 
     async def wait(self) -> None:
         """Park until the barrier reached the client end. Always checkpoints;
@@ -100,7 +104,8 @@ class Barrier(_Marker):
         return self._passed
 
     def release(self) -> None:
-        """The barrier reached the client end: wake its waiter (once)."""
+        """The barrier reached the client end: wake its waiter and call its
+        ``then`` (once)."""
         if self._passed:
             return
         self._passed = True
@@ -108,6 +113,10 @@ class Barrier(_Marker):
         if waiter is not None:
             self._waiter = None
             trio.lowlevel.reschedule(waiter)
+        then = self._then
+        if then is not None:
+            self._then = None
+            then()
 
 
 class _DrainBarrier(Barrier):

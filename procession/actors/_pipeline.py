@@ -577,6 +577,50 @@ class OutputPipeline:
                 return head.chunk
         return None
 
+    def end_nowait(self) -> bool:
+        """Whether the stream has ended, found without awaiting: True when
+        ``__anext__`` would raise ``StopAsyncIteration`` with nothing to run
+        or deliver first (the end is then taken: the outcome is
+        ``completed``, as that read makes it); False with nothing changed
+        otherwise. Only a fused or unsplit adaptive pipeline whose source
+        says its end without a read (a run's ``ControlSource``) can tell;
+        never in ``"actors"`` mode or once split. Never awaits, never runs a
+        hook."""
+        flow = self._flow
+        if self._pending_end is not None or flow.receive is not None:
+            return False
+        buffer = flow.buffer
+        while buffer:
+            # A barrier run ahead with the last chunk passes as next_ready
+            # passes it.
+            head = buffer[0]
+            if head.__class__ is not Barrier or flow.finished:
+                return False
+            buffer.popleft()
+            head.release()
+        if not flow.finished and not self._source_done:
+            if self._held is not NOTHING or self._resume or flow.inline is not None:
+                return False
+            source = flow.iterator
+            ended = getattr(source, "ended_nowait", None)
+            take_barrier = getattr(source, "take_barrier_nowait", None)
+            if ended is None or take_barrier is None:
+                return False
+            while not ended():
+                # A barrier queued last (RunControl.then; fused mode takes one
+                # item a read) passes here as the client end passes it: it
+                # runs no hook.
+                barrier = take_barrier()
+                if barrier is None:
+                    return False
+                flow.pull_count()
+                flow.settled += 1
+                barrier.release()
+            self._source_done = True
+        if not flow.finished:
+            self._end_completed()
+        return True
+
     async def __anext__(self) -> Any:
         """The next chunk the client sees.
 

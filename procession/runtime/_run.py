@@ -173,6 +173,13 @@ class Coordinator:
                     run_id=state.run_id,
                 )
             )
+            if self._ends_with_finish():
+                # Nothing after finish awaits: its late text is kept where
+                # the stream is read, once finish got there, and the run ends
+                # now (no hand-over back here; the stream's end is at hand
+                # with finish: RunControl.then).
+                await control.then(self._late_text)
+                return
             await control.settle()
             self._late_text()
             await self._output_result()
@@ -347,6 +354,18 @@ class Coordinator:
                 processor_id=tripwire.processor_id,
             ),
             run_id=state.run_id,
+        )
+
+    def _ends_with_finish(self) -> bool:
+        """Whether the run does nothing after its ``finish`` that awaits: no
+        ``process_output_result`` hook, no turn to save (memory, or the
+        stored run a continuation ends) and no durable record to close."""
+        state = self._state
+        return (
+            state.spec.memory is None
+            and state.stored_epoch is None
+            and self.durable is None
+            and not self._lanes.lane("process_output_result", "output")
         )
 
     def _late_text(self) -> None:

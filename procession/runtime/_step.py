@@ -526,6 +526,7 @@ class StepRunner:
                 finish = merged_finish(response.finish, reader.told) or ModelFinish(
                     finish_reason="tool-calls" if reader.tool_called else "stop"
                 )
+        self._control.read_done()
         if scope.cancelled_caught or watch.fired:
             return raw, ModelFinish(finish_reason="other")
         return raw, finish

@@ -204,6 +204,34 @@ class AgentStream(AsyncIterator[Chunk]):
             self._control.on_delivered(chunk)
         return chunk
 
+    def end_nowait(self) -> bool:
+        """Whether the stream has ended, found without awaiting: True when
+        the next ``__anext__`` would raise ``StopAsyncIteration`` at once (the
+        run is then settled, as that read settles it; reading again raises
+        it); False with nothing changed otherwise, which says nothing of the
+        end (read on with ``__anext__``). A writer that took what was at hand
+        (``next_ready``) asks this before it sends, so the stream's end goes
+        out with its last chunks. Never awaits, never runs a hook, never
+        checkpoints."""
+        if self._done:
+            return True
+        if self._closing is not None or self._cancelled:
+            return False
+        control = self._control
+        proposed = control.proposed
+        if proposed is not None and proposed.kind == "error":
+            return False  # the run's closing chunks follow (_close_after_error)
+        if not self._pipeline.end_nowait():
+            return False
+        state = self._state
+        self._done = True
+        self._settle(
+            control.conclude_stream_end(
+                completed=state.completed, finish_reason=state.finish_reason
+            )
+        )
+        return True
+
     async def _close_after_error(self) -> None:
         """After a terminal ``error``: the final output pass, then the chunks
         that close the run as Mastra does (``step-finish`` with reason

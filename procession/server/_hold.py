@@ -108,6 +108,11 @@ class HeldSteps:
             self._take(chunk)
         return out.popleft()
 
+    def end_nowait(self) -> bool:
+        """Whether the stream has ended with nothing left to send, found
+        without awaiting (``AgentStream.end_nowait``)."""
+        return not self._out and self._stream.end_nowait()
+
     def _take(self, chunk: Chunk) -> None:
         kind = chunk.type
         if kind == "step-start":

@@ -43,7 +43,7 @@ from .._secrets import get_logger
 from ..chunks import Chunk
 from ..runtime import AgentResult, AgentStream
 from ._hold import HeldSteps
-from ._http import Headers, Receive, Send
+from ._http import Headers, Message, Receive, Send
 from ._mastra import DONE_FRAME, KEEPALIVE_FRAME
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "StreamSettings",
     "moved_away",
     "stream_response",
+    "WatchEnd",
     "watch_client",
     "watch_disconnect",
 ]
@@ -69,6 +70,11 @@ MAX_COALESCED: Final = 64
 WATCHER_NAME: Final = "procession.watch_client"
 """The response watcher task's name, given (not a string trio derives from
 the function per task)."""
+
+LAST_TYPES: Final = frozenset({"finish", "tripwire", "abort"})
+"""The chunks a run's stream may end with (an ``error`` is followed by the
+chunks that close the run): after one of them the writer asks whether the
+end is at hand, to send it with them."""
 
 RETRY_FRAME: Final = b"retry: 1000\n\n"
 """How a response of a run that moved to another process ends: no event and
@@ -90,6 +96,10 @@ class RunReader:
     """Hold each step until its ``step-finish`` (``create_app(step_text=)``)."""
     chunks: AsyncIterator[Chunk] = attrs.field(init=False)
     next_ready: Callable[[], Chunk | None] = attrs.field(init=False)
+    end_nowait: Callable[[], bool] = attrs.field(init=False)
+    tail: bytes = b""
+    """What ``write`` read and left unsent because the run's end was at hand
+    with it: the response's last write sends it with the end."""
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     reading: bool = False
     cut: bool = False
@@ -99,8 +109,9 @@ class RunReader:
 
     def __attrs_post_init__(self) -> None:
         held = HeldSteps(self.stream) if self.hold else None
-        self.chunks = held if held is not None else self.stream
-        self.next_ready = (held if held is not None else self.stream).next_ready
+        chunks = self.chunks = held if held is not None else self.stream
+        self.next_ready = chunks.next_ready
+        self.end_nowait = chunks.end_nowait
 
     async def cancel(self) -> None:
         """Cancel the run (``stream.cancel()``) and cut off the read in
@@ -145,7 +156,9 @@ class RunReader:
         with the chunks then at hand (``next_ready``, at most
         ``MAX_COALESCED``) in one ``write``; as ``relay`` after a cancel.
         None at the run's end, or the exception the run raised (what
-        ``writer`` raises goes up). Checkpoints in every read and write."""
+        ``writer`` raises goes up). When the run's end is at hand with the
+        last chunks (``end_nowait``), their frames are left in ``tail`` for
+        the response's last write. Checkpoints in every read and write."""
         chunks, next_ready = self.chunks, self.next_ready
         body = b""
         with self.scope:
@@ -164,8 +177,14 @@ class RunReader:
                 while taken < MAX_COALESCED:
                     more = next_ready()
                     if more is None:
+                        # Asked only after a chunk a run ends with: a paced
+                        # delta pays no look at the end.
+                        if chunk.type in LAST_TYPES and self.end_nowait():
+                            self.tail = body
+                            return None
                         break
                     body += encode(more)
+                    chunk = more
                     taken += 1
                 if self.cut:
                     break  # write it outside the scope: never cut off
@@ -282,26 +301,60 @@ async def watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
             return
 
 
+class WatchEnd:
+    """How a response ends its watcher (``watch_client``) once the body is
+    written: ``stop`` cuts short the watcher's wait for the client, and the
+    task returns on its own. The response's nursery is cancelled only if the
+    watcher is busy (a keepalive on its way, a run handed over at a
+    shutdown): a watcher ended by a cancel of the nursery costs a
+    ``Cancelled`` through the nursery, an exception group made and taken
+    apart, per response."""
+
+    __slots__ = ("busy", "stopped", "wait")
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.busy = False
+        self.wait: trio.CancelScope | None = None
+        """The watcher's wait for the client, while it waits."""
+
+    def stop(self, nursery: trio.CancelScope) -> None:
+        """The body is written: end the watcher (see the class). Does not
+        checkpoint."""
+        self.stopped = True
+        if self.wait is not None:
+            self.wait.cancel()
+        elif self.busy:
+            nursery.cancel()
+
+
 async def watch_client(
     receive: Receive,
     scope: trio.CancelScope,
     writer: BodyWriter,
     shutdown: Shutdown | None = None,
     on_shutdown: Callable[[], Awaitable[object]] | None = None,
+    end: WatchEnd | None = None,
 ) -> None:
     """A streamed response's one side task: cancel ``scope`` at the client's
     ``http.disconnect`` (and return; a body it still sends is read and
     dropped); while nothing was sent for the writer's keepalive period, send
     a keepalive comment; when ``shutdown`` begins, stop the keepalives and
-    await ``on_shutdown()`` once, then watch only for the disconnect.
+    await ``on_shutdown()`` once, then watch only for the disconnect. With
+    ``end``, it returns once ``end.stop()`` was called (a disconnect then
+    cancels nothing: the response is complete).
 
     One cancel scope per wait for the client (a message, the keepalive's
-    time or the shutdown, whichever is first), none per chunk. Checkpoints."""
+    time, the shutdown or the end, whichever is first), none per chunk.
+    Checkpoints."""
     watching = shutdown is not None and on_shutdown is not None
     keepalives = True
-    while True:
+    while end is None or not end.stopped:
         deadline = writer.keepalive_at() if keepalives else math.inf
+        message: Message | None = None
         with trio.CancelScope(deadline=deadline) as wait:
+            if end is not None:
+                end.wait = wait
             if watching:
                 assert shutdown is not None
                 shutdown.cut(wait)
@@ -311,16 +364,30 @@ async def watch_client(
                     shutdown.keep(wait)
             else:
                 message = await receive()
+        if end is not None:
+            end.wait = None
+        if message is not None:
             if message["type"] == "http.disconnect":
-                scope.cancel()
+                # Once the body is complete (hypercorn says disconnect as
+                # soon as it is), there is nothing left to cut short.
+                if end is None or not (end.stopped or writer.ending):
+                    scope.cancel()
                 return
             continue
-        if watching and shutdown is not None and shutdown.event.is_set():
-            watching = keepalives = False
-            assert on_shutdown is not None
-            await on_shutdown()
-        else:
-            await writer.keep_alive_due()
+        if end is not None:
+            if end.stopped:
+                return
+            end.busy = True
+        try:
+            if watching and shutdown is not None and shutdown.event.is_set():
+                watching = keepalives = False
+                assert on_shutdown is not None
+                await on_shutdown()
+            else:
+                await writer.keep_alive_due()
+        finally:
+            if end is not None:
+                end.busy = False
 
 
 class BodyWriter:
@@ -333,9 +400,12 @@ class BodyWriter:
     read; it checkpoints in ``send`` (waiting while the client does not
     read)."""
 
-    __slots__ = ("_free", "_keepalive", "_last", "_send", "_sending")
+    __slots__ = ("_free", "_keepalive", "_last", "_send", "_sending", "ending")
 
     def __init__(self, send: Send, keepalive_s: float) -> None:
+        self.ending = False
+        """Whether ``end`` was called: the body is complete (a disconnect
+        from here on cuts nothing short)."""
         self._send = send
         self._keepalive = keepalive_s if keepalive_s > 0 else math.inf
         self._last = trio.current_time() if keepalive_s > 0 else 0.0
@@ -363,6 +433,7 @@ class BodyWriter:
     async def end(self, body: bytes = b"") -> None:
         """Send the body's last bytes; nothing may be written after.
         Checkpoints."""
+        self.ending = True
         if self._sending:
             await self._wait_free()
         self._sending = True
@@ -426,6 +497,7 @@ async def stream_response(
                 }
             )
             writer = BodyWriter(send, settings.keepalive_s)
+            watched = WatchEnd()
             nursery.start_soon(
                 watch_client,
                 receive,
@@ -433,6 +505,7 @@ async def stream_response(
                 writer,
                 shutdown,
                 functools.partial(_stop_for_shutdown, reader),
+                watched,
                 name=WATCHER_NAME,
             )
             # Read and written in this frame (write_failure only on a failure):
@@ -441,11 +514,12 @@ async def stream_response(
             clean = failure is None or await write_failure(
                 reader, writer, settings, failure
             )
+            tail = reader.tail
             if clean and await moved_away(stream):
-                await writer.end(RETRY_FRAME)
+                await writer.end(tail + RETRY_FRAME)
             else:
-                await writer.end(DONE_FRAME if clean else b"")
-            nursery.cancel_scope.cancel()
+                await writer.end(tail + DONE_FRAME if clean else tail)
+            watched.stop(nursery.cancel_scope)
         finally:
             registry.release(key, reader)
 

@@ -58,16 +58,18 @@ def _agent(chunks: int, runs: int = 1) -> Agent:
 # The bound, for a one-step run whose chunks are all at hand, in fused mode.
 # The consumer's task steps after its first read: the one that finds
 # step-start, the Inline hand-over (the settle barrier queued behind it passes
-# there), one per pipeline checkpoint, one per later settle barrier (2: after
-# step-finish, after finish), the source's end and the nursery's exit: 6 +
-# checkpoints (7 before the barrier was queued ahead). The coordinator's: its
-# start, the model's entry checkpoint, the end of the hand-over (its settle
-# then finds the barrier passed), the two later settles, and its end: 6 (7
-# before). So 12 + checkpoints; 3 more for slack (a scheduler detail, not a
-# message). A zero-capacity channel made it 34 at 200 chunks.
-_CONSTANT = 15
-_CONSUMER = 6
-_COORDINATOR = 6
+# there), one per pipeline checkpoint, one for the settle barrier after
+# step-finish, the source's end (queued with finish: nothing after finish
+# awaits, RunControl.then) and the nursery's exit: 5 + checkpoints (7 before
+# the barrier was queued ahead, 6 before the end came with finish). The
+# coordinator's: its start, the model's entry checkpoint, the end of the
+# hand-over (its settle then finds the barrier passed), the settle after
+# step-finish, and its end: 5 (7, then 6, before). So 10 + checkpoints; 3
+# more for slack (a scheduler detail, not a message). A zero-capacity channel
+# made it 34 at 200 chunks.
+_CONSTANT = 13
+_CONSUMER = 5
+_COORDINATOR = 5
 
 
 @pytest.mark.parametrize("chunks", [0, 200, 1000])

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from procession.server import KEEPALIVE_FRAME
-from procession.server._streaming import BodyWriter, Shutdown, watch_client
+from procession.server._streaming import BodyWriter, Shutdown, WatchEnd, watch_client
 
 
 class _Client:
@@ -150,3 +150,89 @@ async def test_keepalives_off_only_the_client_is_watched(
     )
     assert response.cancelled_caught
     assert client.sent == []
+
+
+async def _stopped(
+    client: _Client, writer: BodyWriter, after_s: float, *, disconnect: bool = False
+) -> tuple[trio.CancelScope, bool]:
+    """``watch_client`` with a ``WatchEnd``, stopped ``after_s`` into the
+    response (with ``disconnect``: the body ended, then the client's
+    disconnect, as hypercorn says it once the body is complete, before the
+    stop). The response's scope, and whether the watcher returned on its
+    own."""
+    end = WatchEnd()
+    returned = False
+
+    async def watcher(response: trio.CancelScope) -> None:
+        nonlocal returned
+        await watch_client(client.receive, response, writer, None, None, end)
+        returned = True
+
+    with trio.CancelScope() as response:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher, response)
+            await trio.sleep(after_s)
+            if disconnect:
+                await writer.end()
+                await client.to_app.send({"type": "http.disconnect"})
+                await trio.testing.wait_all_tasks_blocked()  # read before the stop
+            end.stop(response)
+    return response, returned
+
+
+@pytest.mark.parametrize("disconnect", [False, True])
+async def test_a_stopped_watcher_returns_and_cancels_nothing(
+    autojump_clock: trio.testing.MockClock, disconnect: bool
+) -> None:
+    # The body is written: the watcher's wait is cut short (or the disconnect
+    # that follows a complete response is read), and the watcher returns on
+    # its own; the response's scope is never cancelled (no Cancelled through
+    # the nursery per response).
+    client = _Client()
+    response, returned = await _stopped(
+        client, BodyWriter(client.send, 15), 20, disconnect=disconnect
+    )
+    assert returned
+    assert not response.cancel_called
+    assert client.keepalives() == [15]
+
+
+async def test_a_watcher_stopped_before_it_ran_returns_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = _Client()
+    response, returned = await _stopped(client, BodyWriter(client.send, 15), 0)
+    assert returned
+    assert not response.cancel_called
+    assert client.sent == []
+
+
+async def test_a_watcher_stopped_in_a_keepalive_is_cancelled_with_the_response(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A keepalive stuck in a send (the client stopped reading) is not waited
+    # for: the response's scope is cancelled, as without a WatchEnd.
+    client = _Client()
+    client.reading = trio.Event()
+    response, returned = await _stopped(client, BodyWriter(client.send, 15), 20)
+    assert response.cancelled_caught
+    assert not returned
+    assert trio.current_time() == 20
+    assert client.sent == []
+
+
+async def test_with_a_watch_end_a_disconnect_mid_body_still_cancels(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = _Client()
+    writer = BodyWriter(client.send, 15)
+    with trio.fail_after(60), trio.CancelScope() as response:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                watch_client, client.receive, response, writer, None, None, WatchEnd()
+            )
+            await writer.write(b"data: x\n\n")
+            await client.to_app.send({"type": "http.disconnect"})
+            await trio.sleep_forever()
+    assert response.cancelled_caught
+    assert trio.current_time() == 0

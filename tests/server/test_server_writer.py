@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
+from procession import Processor
+from procession.actors import ExecutionMode
 from procession.chunks import (
     Chunk,
     StartChunk,
@@ -22,11 +25,17 @@ from procession.chunks import (
     text_delta,
 )
 from procession.server import create_app, mastra_frame, ui_chunks, ui_frame
+from procession.server._hold import StepText
 from procession.server._mastra import MastraFrames
 from procession.server._ui_stream import ui_frames
 from procession.testing import Delay, PassThrough, SchedulerCounts, ScriptedModel
 from procession.testing.strategies import chunks, json_values
-from tests.server.server_helpers import make_agent, open_exchange, sse_events
+from tests.server.server_helpers import (
+    BlockSecrets,
+    make_agent,
+    open_exchange,
+    sse_events,
+)
 
 _RUN_IDS = st.sampled_from(["run-1", 'run-"q"\n', "rün-ü"]) | st.text(max_size=8)
 
@@ -251,3 +260,55 @@ async def test_no_task_step_per_chunk_beyond_the_socket() -> None:
     # channel made it 4.0).
     assert per_chunk <= 2.1, per_chunk
     assert long.spawned == short.spawned, (short.spawned, long.spawned)
+
+
+class _Results(Processor):
+    """A ``process_output_result`` hook: the run awaits it after ``finish``."""
+
+    id = "results"
+
+    async def process_output_result(self, args: Any) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+async def _last_parts(app: Any) -> list[list[str]]:
+    parts = await _parts(app)
+    events = [sse_events(p) for _t, p in parts]
+    return [[e if e == "[DONE]" else e["type"] for e in part] for part in events][-2:]
+
+
+@pytest.mark.parametrize("step_text", ["stream", "hold"])
+@pytest.mark.parametrize("mode", ["adaptive", "fused"])
+async def test_the_end_leaves_with_finish(
+    mode: ExecutionMode, step_text: StepText
+) -> None:
+    """A run with nothing to do after its ``finish`` has ended when the
+    writer takes ``finish`` (``AgentStream.end_nowait``): ``[DONE]`` and the
+    body's end go in the same send."""
+    model = ScriptedModel([_deltas(3)])
+    agent = make_agent(
+        model,
+        output_processors=[PassThrough(i) for i in range(5)],
+        execution_mode=mode,
+    )
+    app = create_app([agent], keepalive_s=0, step_text=step_text)
+    last = await _last_parts(app)
+    assert last[-1] == ["finish", "[DONE]"], last
+    assert "finish" not in last[0], last
+
+
+async def test_the_end_waits_for_a_result_hook_after_finish() -> None:
+    """``finish`` goes out at once; the end only once the run's
+    ``process_output_result`` ran (it may await): in the next send."""
+    model = ScriptedModel([_deltas(3)])
+    agent = make_agent(model, output_processors=[PassThrough(0), _Results()])
+    app = create_app([agent], keepalive_s=0)
+    assert await _last_parts(app) == [["finish"], ["[DONE]"]]
+
+
+async def test_the_end_leaves_with_a_tripwire() -> None:
+    model = ScriptedModel([["a", "the secret", "b"]])
+    agent = make_agent(model, output_processors=[BlockSecrets()])
+    app = create_app([agent], keepalive_s=0)
+    last = await _last_parts(app)
+    assert last[-1] == ["tripwire", "[DONE]"], last
