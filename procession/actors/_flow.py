@@ -16,7 +16,7 @@ Everything here runs in one trio thread; nothing is locked.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Set
 from typing import Any, Final
 
 import attrs
@@ -30,6 +30,8 @@ from ._markers import _SOURCE_MARKERS, Inline, NewAttempt, _Marker
 __all__: list[str] = []
 
 NOTHING: Final = object()
+NO_INDICES: Final[frozenset[int]] = frozenset()
+"""``Flow.boundaries`` and ``Flow.wanted`` before a run's first split."""
 """``Flow.take_nowait``: no source item at hand."""
 
 
@@ -66,9 +68,11 @@ class Flow:
     mode; ``"adaptive"`` once split)."""
     cancel_scope: trio.CancelScope | None = None
     """The scope of the tasks that fill the buffer, if any."""
-    boundaries: set[int] = attrs.field(factory=set)
+    # Replaced, not changed in place: most runs never split, and share one
+    # empty frozenset instead of two sets (~430 B an open stream).
+    boundaries: Set[int] = NO_INDICES
     """``"adaptive"``: stage indices with a boundary before them (in force)."""
-    wanted: set[int] = attrs.field(factory=set)
+    wanted: Set[int] = NO_INDICES
     """``"adaptive"``: stage indices found blocking (or asking), not yet split."""
     pulled: int = 0
     """Source items read."""
@@ -86,8 +90,8 @@ class Flow:
 
     def blocked(self, index: int) -> None:
         """Stage ``index``'s hook parked: a boundary goes in before its next item."""
-        if index not in self.boundaries:
-            self.wanted.add(index)
+        if index not in self.boundaries and index not in self.wanted:
+            self.wanted = {*self.wanted, index}
 
     # the source --------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from typing import Any, Final
 import trio
 
 from ..data import DataChunk, ErrorChunk
-from ._flow import NOTHING, Flow
+from ._flow import NO_INDICES, NOTHING, Flow
 from ._markers import _DrainBarrier, _Raise
 from ._stage import _CHUNK_SET, _STOP, _Stage
 from ._supervision import unwrapping_a_lone_exception
@@ -93,11 +93,13 @@ class Splitter:
         """Where the supervisor goes when the chain first splits (the
         pipeline's block sets it: the outer nursery), then the supervisor's."""
         self.capacity = capacity
-        flow.wanted.update(
+        asked = {
             k
             for k, stage in enumerate(stages)
             if stage.actor.spec.stream_boundary is True
-        )
+        }
+        if asked:
+            flow.wanted = {*flow.wanted, *asked}
         self.segments = 0
         """Segment tasks running (the feeder not counted)."""
         self.unsettled = 0
@@ -148,11 +150,11 @@ class Splitter:
         send, receive = trio.open_memory_channel[Any](self.capacity)
         flow.receive = receive
         cuts = sorted(flow.wanted)
-        flow.wanted.clear()
+        flow.wanted = NO_INDICES
         on_split = getattr(flow.driver, "on_split", None)
         if on_split is not None:
             on_split()  # the driver's source is read ahead from now on
-        flow.boundaries.update(cuts)
+        flow.boundaries = {*flow.boundaries, *cuts}
         self.segments = len(cuts)
         assert self.nursery is not None  # set when the pipeline's block opened
         self.nursery.start_soon(self._supervise, cuts, send)
@@ -296,8 +298,8 @@ class Splitter:
         if not inside:
             return send, hi
         cut = min(inside)
-        flow.wanted.discard(cut)
-        flow.boundaries.add(cut)
+        flow.wanted = flow.wanted - {cut}
+        flow.boundaries = {*flow.boundaries, cut}
         self.segments += 1
         link_send, link_receive = trio.open_memory_channel[Any](self.capacity)
         assert self.nursery is not None  # the supervisor's, by now
