@@ -97,6 +97,14 @@ class StepRunner:
         self._control = control
         self._durable = durable
         self._tools = ToolCalls(state, lanes, control, durable)
+        # Only a stream processor can ask for a retry on step-finish or hold
+        # text back until it: without one, the step goes on with step-finish
+        # queued, not awaited (one hand-over less a step, and the run's
+        # finish may leave with it). A durable run's checkpoints keep the
+        # settle (what a takeover withdraws is what the client was sent).
+        self._settles_step_finish = durable is not None or bool(
+            lanes.lane("process_output_stream", "output")
+        )
 
     async def attempt(self, step_number: int, view: StepView) -> bool:
         """One attempt at step ``step_number``. Returns whether another step
@@ -247,9 +255,11 @@ class StepRunner:
             await self._step_finish(
                 finish, response_id, finish.finish_reason, bool(tool_calls)
             )
-            # A stream processor may ask for a retry on a tool-result chunk or
-            # on step-finish; text it held back until step-finish arrives now.
-            await self._control.settle()
+            if self._settles_step_finish:
+                # A stream processor may ask for a retry on a tool-result
+                # chunk or on step-finish; text it held back until
+                # step-finish arrives now.
+                await self._control.settle()
         except TripWire as tripwire:
             await self._tripped(tripwire, finish, response_id, current)
         except RetryRequested:

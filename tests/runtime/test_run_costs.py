@@ -114,6 +114,37 @@ async def test_the_settle_after_the_model_costs_no_task_step() -> None:
     assert 0 < counter.coordinator <= _COORDINATOR
 
 
+@pytest.mark.parametrize("mode", ["adaptive", "fused"])
+async def test_without_a_stream_processor_step_finish_is_not_settled(
+    mode: ExecutionMode,
+) -> None:
+    """Only a stream processor can ask for a retry on ``step-finish`` (or
+    hold text back until it): without one the coordinator does not wait for
+    it, one task step less for it and for the consumer."""
+    steps = []
+    for processors in ([], [PassThrough(0)]):
+        counter = _StepsOf(trio.lowlevel.current_task())
+        agent = Agent(
+            id="costs",
+            model=ScriptedModel([[text_delta("x ")]]),
+            output_processors=processors,
+            execution_mode=mode,
+        )
+        trio.lowlevel.add_instrument(counter)
+        try:
+            async with agent.stream("hi") as stream:
+                types = [chunk.type async for chunk in stream]
+        finally:
+            trio.lowlevel.remove_instrument(counter)
+        assert types[-2:] == ["step-finish", "finish"]
+        steps.append((counter.steps, counter.coordinator))
+    (bare_consumer, bare_coordinator), (consumer, coordinator) = steps
+    assert consumer <= _CONSUMER
+    assert coordinator <= _COORDINATOR
+    assert bare_consumer < consumer
+    assert bare_coordinator < coordinator
+
+
 async def test_a_run_enters_three_cancel_scopes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

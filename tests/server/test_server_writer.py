@@ -312,3 +312,13 @@ async def test_the_end_leaves_with_a_tripwire() -> None:
     app = create_app([agent], keepalive_s=0)
     last = await _last_parts(app)
     assert last[-1] == ["tripwire", "[DONE]"], last
+
+
+async def test_without_a_stream_processor_step_finish_leaves_with_the_end() -> None:
+    """No stream processor can ask for a retry on ``step-finish``: the run
+    does not wait for it, and ``step-finish``, ``finish`` and the end go in
+    one send."""
+    model = ScriptedModel([_deltas(3)])
+    app = create_app([make_agent(model)], keepalive_s=0)
+    last = await _last_parts(app)
+    assert last[-1] == ["step-finish", "finish", "[DONE]"], last
