@@ -16,7 +16,7 @@ import trio.testing
 
 from procession import Agent, Processor, ProcessorContractError, message_text, tool
 from procession.actors import ExecutionMode
-from procession.chunks import TextDeltaChunk, TextDeltaPayload, error
+from procession.chunks import TextDeltaChunk, error
 from procession.processors import (
     ProcessInputStepResult,
     ProcessorViolation,
@@ -24,6 +24,7 @@ from procession.processors import (
     StreamErrorRetryProcessor,
 )
 from procession.testing import Delay, ScriptedModel, text_turn, tool_call_turn
+from tests.runtime.flushing import Batch
 
 each_mode = pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 
@@ -108,29 +109,6 @@ def test_a_retry_asked_on_the_finish_chunk_is_a_tripwire_not_silence(
         assert len(model.calls) == 1
 
     run(main)
-
-
-class Batch(Processor):
-    """Holds text deltas back and flushes them as one on ``flush_on``."""
-
-    id = "batch"
-
-    def __init__(self, flush_on: str) -> None:
-        self.flush_on = flush_on
-
-    def process_output_stream(self, args: Any) -> Any:
-        part = args.part
-        if isinstance(part, TextDeltaChunk):
-            args.state.setdefault("held", []).append(part.payload.text)
-            return None
-        held = args.state.get("held")
-        if part.type == self.flush_on and held:
-            args.state["held"] = []
-            flushed = TextDeltaChunk(
-                payload=TextDeltaPayload(id="b", text="".join(held))
-            )
-            return [flushed, part]
-        return part
 
 
 @each_mode

@@ -15,34 +15,15 @@ import trio.testing
 
 from procession import Agent, Processor, ProviderError
 from procession.actors import ExecutionMode
-from procession.chunks import Chunk, TextDeltaChunk, TextDeltaPayload
+from procession.chunks import Chunk, TextDeltaChunk
 from procession.runtime import AgentStream
 from procession.testing import PassThrough, ScriptedModel, text_turn
+from tests.runtime.flushing import Batch
 
 each_mode = pytest.mark.parametrize("mode", ["adaptive", "fused", "actors"])
 # An actors-mode pipeline is read by a task of its own: only a read can tell
 # its end.
 TELLS = {"adaptive": True, "fused": True, "actors": False}
-
-
-class Batch(Processor):
-    """Holds text deltas back and flushes them as one on ``finish``."""
-
-    id = "batch"
-
-    def process_output_stream(self, args: Any) -> Any:
-        part = args.part
-        if isinstance(part, TextDeltaChunk):
-            args.state.setdefault("held", []).append(part.payload.text)
-            return None
-        held = args.state.get("held")
-        if part.type == "finish" and held:
-            args.state["held"] = []
-            return [
-                TextDeltaChunk(payload=TextDeltaPayload(id="b", text="".join(held))),
-                part,
-            ]
-        return part
 
 
 class Results(Processor):
@@ -104,7 +85,7 @@ async def test_late_text_is_kept_when_the_end_is_taken_without_a_read(
     # stream is read, once finish got there (in fused mode, end_nowait takes
     # the queued word itself).
     with trio.fail_after(60):
-        async with _agent(mode, Batch()).stream("hi") as stream:
+        async with _agent(mode, Batch("finish")).stream("hi") as stream:
             chunks = await _through(stream, "finish")
             ended = stream.end_nowait()
             result = await stream.result()
