@@ -30,9 +30,9 @@ from ._markers import _SOURCE_MARKERS, Inline, NewAttempt, _Marker
 __all__: list[str] = []
 
 NOTHING: Final = object()
+"""``Flow.take_nowait``: no source item at hand."""
 NO_INDICES: Final[frozenset[int]] = frozenset()
 """``Flow.boundaries`` and ``Flow.wanted`` before a run's first split."""
-"""``Flow.take_nowait``: no source item at hand."""
 
 
 @attrs.define(eq=False)

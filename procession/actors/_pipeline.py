@@ -581,11 +581,11 @@ class OutputPipeline:
         """Whether the stream has ended, found without awaiting: True when
         ``__anext__`` would raise ``StopAsyncIteration`` with nothing to run
         or deliver first (the end is then taken: the outcome is
-        ``completed``, as that read makes it); False with nothing changed
-        otherwise. Only a fused or unsplit adaptive pipeline whose source
-        says its end without a read (a run's ``ControlSource``) can tell;
-        never in ``"actors"`` mode or once split. Never awaits, never runs a
-        hook."""
+        ``completed``, as that read makes it); False otherwise, with nothing
+        delivered or run (barriers at the head passed, as a read passes
+        them). Only a fused or unsplit adaptive pipeline whose source says
+        its end without a read (a run's ``ControlSource``) can tell; never in
+        ``"actors"`` mode or once split. Never awaits, never runs a hook."""
         flow = self._flow
         if self._pending_end is not None or flow.receive is not None:
             return False

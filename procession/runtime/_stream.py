@@ -218,9 +218,12 @@ class AgentStream(AsyncIterator[Chunk]):
         if self._closing is not None or self._cancelled:
             return False
         control = self._control
-        proposed = control.proposed
-        if proposed is not None and proposed.kind == "error":
-            return False  # the run's closing chunks follow (_close_after_error)
+        # An error (proposed by the coordinator, or decided at this end: a
+        # processor's failure or error chunk) is followed by the chunks that
+        # close the run (_close_after_error): a read finds them.
+        decided = control.outcome or control.proposed
+        if decided is not None and decided.kind == "error":
+            return False
         if not self._pipeline.end_nowait():
             return False
         state = self._state

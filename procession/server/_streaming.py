@@ -369,8 +369,9 @@ async def watch_client(
         if message is not None:
             if message["type"] == "http.disconnect":
                 # Once the body is complete (hypercorn says disconnect as
-                # soon as it is), there is nothing left to cut short.
-                if end is None or not (end.stopped or writer.ending):
+                # soon as it is), there is nothing left to cut short; until
+                # its last bytes are sent, a disconnect cuts their send.
+                if end is None or not (end.stopped or writer.ended):
                     scope.cancel()
                 return
             continue
@@ -400,12 +401,12 @@ class BodyWriter:
     read; it checkpoints in ``send`` (waiting while the client does not
     read)."""
 
-    __slots__ = ("_free", "_keepalive", "_last", "_send", "_sending", "ending")
+    __slots__ = ("_free", "_keepalive", "_last", "_send", "_sending", "ended")
 
     def __init__(self, send: Send, keepalive_s: float) -> None:
-        self.ending = False
-        """Whether ``end`` was called: the body is complete (a disconnect
-        from here on cuts nothing short)."""
+        self.ended = False
+        """Whether ``end`` sent the body's last bytes: the body is complete
+        (a disconnect from here on cuts nothing short)."""
         self._send = send
         self._keepalive = keepalive_s if keepalive_s > 0 else math.inf
         self._last = trio.current_time() if keepalive_s > 0 else 0.0
@@ -433,13 +434,13 @@ class BodyWriter:
     async def end(self, body: bytes = b"") -> None:
         """Send the body's last bytes; nothing may be written after.
         Checkpoints."""
-        self.ending = True
         if self._sending:
             await self._wait_free()
         self._sending = True
         await self._send(
             {"type": "http.response.body", "body": body, "more_body": False}
         )
+        self.ended = True
 
     async def _wait_free(self) -> None:
         while self._sending:

@@ -123,3 +123,31 @@ async def test_after_an_error_the_closing_chunks_are_read(
     assert rest[-1] == "finish"
     assert stream.outcome is not None
     assert stream.outcome.kind == "error"
+
+
+class Boom(Processor):
+    """Fails on every text delta: the run's error is decided where the stream
+    is read, with no proposal of the coordinator's."""
+
+    id = "boom"
+    on_error = "raise"
+
+    def process_output_stream(self, args: Any) -> Any:
+        if args.part.type == "text-delta":
+            raise RuntimeError("boom")
+        return args.part
+
+
+@each_mode
+async def test_after_an_error_decided_at_the_client_end_the_closing_chunks_are_read(
+    mode: ExecutionMode, autojump_clock: trio.testing.MockClock
+) -> None:
+    with trio.fail_after(60):
+        async with _agent(mode, Boom()).stream("hi") as stream:
+            await _through(stream, "error")
+            await trio.testing.wait_all_tasks_blocked()  # the coordinator stopped
+            assert not stream.end_nowait()
+            rest = [chunk.type async for chunk in stream]
+    assert rest[-2:] == ["step-finish", "finish"]
+    assert stream.outcome is not None
+    assert stream.outcome.kind == "error"
