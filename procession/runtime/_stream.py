@@ -208,8 +208,9 @@ class AgentStream(AsyncIterator[Chunk]):
         """Whether the stream has ended, found without awaiting: True when
         the next ``__anext__`` would raise ``StopAsyncIteration`` at once (the
         run is then settled, as that read settles it; reading again raises
-        it); False with nothing changed otherwise, which says nothing of the
-        end (read on with ``__anext__``). A writer that took what was at hand
+        it); False otherwise, with nothing delivered (a barrier the run
+        waits on may have passed, as a read passes it), which says nothing
+        of the end (read on with ``__anext__``). A writer that took what was at hand
         (``next_ready``) asks this before it sends, so the stream's end goes
         out with its last chunks. Never awaits, never runs a hook, never
         checkpoints."""

@@ -71,14 +71,17 @@ async def test_a_checked_turn_is_not_checked_again_by_each_model(
 
 
 def test_a_malformed_turn_is_refused_by_check_turn_naming_the_item() -> None:
-    # Each call passes what the signature forbids on purpose (the type: ignore):
-    # the run-time check, for callers without a type checker, is under test.
+    # What the signature forbids, as a caller without a type checker passes
+    # it: the run-time check is under test.
+    item: Any = object()
+    not_a_list: Any = b"x"
+    an_exception: Any = ValueError("no")
     with pytest.raises(ScriptError, match=r"^the turn, item 1: <object object"):
-        check_turn(["fine", object()])  # type: ignore[list-item]
+        check_turn(["fine", item])
     with pytest.raises(ScriptError, match=r"check_turn takes a list .* got b'x'"):
-        check_turn(b"x")  # type: ignore[arg-type]
+        check_turn(not_a_list)
     with pytest.raises(ScriptError, match=r"got ValueError\('no'\); an exception"):
-        check_turn(ValueError("no"))  # type: ignore[arg-type]
+        check_turn(an_exception)
 
 
 def _frames(error: BaseException) -> int:
