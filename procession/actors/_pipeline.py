@@ -301,8 +301,24 @@ class OutputPipeline:
                 else:
                     try:
                         item = inline.pull_nowait()  # the per-chunk path, no await
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        item = await flow.next_source()
+                    except trio.WouldBlock:
+                        item = NOTHING  # waited for below, outside the handler
+                    except trio.EndOfChannel:
+                        flow.inline = inline = None
+                        item = NOTHING
+                    if item is NOTHING:
+                        # Not through next_source: a paced chunk's wait asks
+                        # the source once, not three times (each a WouldBlock
+                        # raised), and parks one frame less deep; parked
+                        # outside the handler, it keeps no exception alive.
+                        if inline is None:
+                            item = await flow.iterator.__anext__()
+                        else:
+                            try:
+                                item = await inline.pull()
+                            except trio.EndOfChannel:
+                                flow.inline = None
+                                item = await flow.iterator.__anext__()
             except StopAsyncIteration:
                 self._source_done = True
                 return

@@ -157,7 +157,37 @@ class ModelReader:
             # pipeline has pulled the response, without a task switch to send
             # it then.
             self._control.settle_ahead()
-            await self._serve(iterator)
+            # Then wait while the puller takes chunks without waiting; when it
+            # cannot, await the next chunk here and hand it over, and read on
+            # (the next one is usually on its way) until the puller is
+            # READ_AHEAD chunks behind, then wait again. (In this frame, not a
+            # helper's: a paced chunk's wait resumes each frame of the chain.)
+            control, watch = self._control, self._watch
+            ready = self._ready
+            while True:
+                while not (self._reading or self._done):
+                    self._coordinator = trio.lowlevel.current_task()
+                    await trio.lowlevel.wait_task_rescheduled(self._abort_coordinator)
+                if self._done:
+                    break
+                # _next, inline: a paced chunk's wait makes no coroutine and
+                # resumes one frame less.
+                watch.waiting()
+                try:
+                    chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    watch.since = None
+                item = self.accept(chunk)
+                if item is None:
+                    continue  # still ours: read on
+                ready.append(item)
+                if not self._take_at_hand(ready):
+                    break  # the model's end
+                if len(ready) >= READ_AHEAD or control.ended or control.retry_requested:
+                    self._reading = False  # the puller takes them, then asks again
+                self._wake_consumer()
         finally:
             self._finish()
         if self._error is not None:
@@ -189,32 +219,6 @@ class ModelReader:
             await control.inject(item)
             if control.retry_requested:
                 return
-
-    async def _serve(self, iterator: AsyncIterator[Any]) -> None:
-        """Wait while the puller takes chunks without waiting; when it cannot,
-        await the next chunk here and hand it over, and read on (the next one
-        is usually on its way) until the puller is ``READ_AHEAD`` chunks
-        behind, then wait again."""
-        control = self._control
-        ready = self._ready
-        while True:
-            while not (self._reading or self._done):
-                self._coordinator = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(self._abort_coordinator)
-            if self._done:
-                return
-            chunk = await self._next(iterator)
-            if chunk is _END:
-                return
-            item = self.accept(chunk)
-            if item is None:
-                continue  # still ours: read on
-            ready.append(item)
-            if not self._take_at_hand(ready):
-                return  # the model's end
-            if len(ready) >= READ_AHEAD or control.ended or control.retry_requested:
-                self._reading = False  # the puller takes them, then asks again
-            self._wake_consumer()
 
     def _take_at_hand(self, ready: list[Any]) -> bool:
         """After an awaited chunk, take what the same read made ready (up to
@@ -274,10 +278,15 @@ class ModelReader:
         """The next chunk for the pipeline, waiting for the coordinator to hand
         it over. A cancelled ``pull`` loses nothing."""
         while True:
-            try:
-                return self.pull_nowait()
-            except trio.WouldBlock:
-                pass
+            if self._ready:
+                return self._ready.pop(0)
+            # While the coordinator awaits the model, pull_nowait would only
+            # raise WouldBlock: park at once (a paced chunk's every wait).
+            if not self._reading or self._done:
+                try:
+                    return self.pull_nowait()
+                except trio.WouldBlock:
+                    pass
             # Parked outside the handler: a waiting stream keeps no exception
             # (and its traceback's frames) alive.
             self._consumer = trio.lowlevel.current_task()
