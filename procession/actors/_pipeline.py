@@ -578,11 +578,11 @@ class OutputPipeline:
             cls = head.__class__
             if cls in _CHUNK_SET:
                 self._delivered += 1
-                return buffer.popleft()
+                return buffer.pop(0)
             if cls not in _PASSING or flow.finished:
                 return None
             # A marker acted on without awaiting (as _client_marker does).
-            buffer.popleft()
+            buffer.pop(0)
             if cls is Barrier:
                 head.release()
             elif cls is NewAttempt:
@@ -612,7 +612,7 @@ class OutputPipeline:
             head = buffer[0]
             if head.__class__ is not Barrier or flow.finished:
                 return False
-            buffer.popleft()
+            buffer.pop(0)
             head.release()
         if not flow.finished and not self._source_done:
             if self._held is not NOTHING or self._resume or flow.inline is not None:
@@ -668,7 +668,7 @@ class OutputPipeline:
                 self._delivered += 1
                 return item
             if buffer:
-                item = buffer.popleft()
+                item = buffer.pop(0)
                 if (
                     not buffer
                     and self.mode == "actors"
