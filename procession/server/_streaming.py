@@ -1,8 +1,11 @@
-"""One streamed response: the run read and written in the request's own task,
-beside one watcher task (the client's disconnect, keepalives, the graceful
-shutdown), in one nursery per request.
+"""One streamed response: the run read and its body written by one task of
+the response's own (``_write_body``), while the request's task watches the
+client (its disconnect, keepalives, the graceful shutdown), in one nursery
+per request. (The writer is the side task, not the request's: a paced
+chunk's every wait wakes the writer's short chain of frames, not each frame
+of the app's dispatch above the response.)
 
-* The path of a chunk is one task: the request's task reads the run
+* The path of a chunk is one task: the writer reads the run
   (``AgentStream.__anext__``, where fused processors run too), encodes the
   chunk and awaits the ASGI ``send``. No task hop, no cancel scope per chunk.
 * Coalescing without read-ahead: the chunks the run already holds at hand
@@ -50,6 +53,7 @@ __all__ = [
     "MAX_COALESCED",
     "RETRY_FRAME",
     "WATCHER_NAME",
+    "WRITER_NAME",
     "BodyWriter",
     "RunReader",
     "RunRegistry",
@@ -70,6 +74,9 @@ MAX_COALESCED: Final = 64
 WATCHER_NAME: Final = "procession.watch_client"
 """The response watcher task's name, given (not a string trio derives from
 the function per task)."""
+
+WRITER_NAME: Final = "procession.write_body"
+"""The task that writes a streamed response's body (``stream_response``)."""
 
 LAST_TYPES: Final = frozenset({"finish", "tripwire", "abort"})
 """The chunks a run's stream may end with (an ``error`` is followed by the
@@ -130,7 +137,7 @@ class RunReader:
         with self.scope:
             while True:
                 # The read in this frame, not a helper's: every wait for the
-                # run resumes each frame of the request's chain.
+                # run resumes each frame of the reading task's chain.
                 self.reading = True
                 try:
                     chunk = await chunks.__anext__()
@@ -392,7 +399,7 @@ async def watch_client(
 
 
 class BodyWriter:
-    """The body of one started response, written by the request's task
+    """The body of one started response, written by the response's writer
     (``write``) and, while that task waits for the run, by the response's
     watcher (``keep_alive_due``, from ``watch_client``): the two never send
     at once.
@@ -487,9 +494,10 @@ async def stream_response(
     Checkpoints throughout (each ``send`` waits while the client does not
     read: backpressure). A disconnect, or cancellation of the caller, cancels
     the run before this returns."""
-    async with run as stream, trio.open_nursery() as nursery:
-        reader = registry.streams[key] = RunReader(stream, hold)
-        try:
+    reader: RunReader | None = None
+    try:
+        async with run as stream, trio.open_nursery() as nursery:
+            reader = registry.streams[key] = RunReader(stream, hold)
             await send(
                 {
                     "type": "http.response.start",
@@ -499,30 +507,50 @@ async def stream_response(
             )
             writer = BodyWriter(send, settings.keepalive_s)
             watched = WatchEnd()
+            # The body is written by a task of its own, and this task (the
+            # request's, deep in the app's dispatch) watches the client: a
+            # paced chunk's every wait wakes the writer's short chain, not
+            # each frame of the request's.
             nursery.start_soon(
-                watch_client,
+                _write_body,
+                reader,
+                writer,
+                settings,
+                watched,
+                nursery.cancel_scope,
+                name=WRITER_NAME,
+            )
+            await watch_client(
                 receive,
                 nursery.cancel_scope,
                 writer,
                 shutdown,
                 functools.partial(_stop_for_shutdown, reader),
                 watched,
-                name=WATCHER_NAME,
             )
-            # Read and written in this frame (write_failure only on a failure):
-            # a paced stream's every wait resumes each frame of its chain.
-            failure = await reader.write(writer, settings.encode)
-            clean = failure is None or await write_failure(
-                reader, writer, settings, failure
-            )
-            tail = reader.tail
-            if clean and await moved_away(stream):
-                await writer.end(tail + RETRY_FRAME)
-            else:
-                await writer.end(tail + DONE_FRAME if clean else tail)
-            watched.stop(nursery.cancel_scope)
-        finally:
+    finally:
+        if reader is not None:
             registry.release(key, reader)
+
+
+async def _write_body(
+    reader: RunReader,
+    writer: BodyWriter,
+    settings: StreamSettings,
+    watched: WatchEnd,
+    response: trio.CancelScope,
+) -> None:
+    """The response's body: the run's frames, then ``[DONE]`` (or the end a
+    failure or a moved run makes); then the watcher of the ``response`` is
+    ended (``watched``). Checkpoints in every read and write."""
+    failure = await reader.write(writer, settings.encode)
+    clean = failure is None or await write_failure(reader, writer, settings, failure)
+    tail = reader.tail
+    if clean and await moved_away(reader.stream):
+        await writer.end(tail + RETRY_FRAME)
+    else:
+        await writer.end(tail + DONE_FRAME if clean else tail)
+    watched.stop(response)
 
 
 async def _stop_for_shutdown(reader: RunReader) -> None:
