@@ -15,6 +15,7 @@ Everything here runs in one trio thread; nothing is locked.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Set
 from typing import Any, Final
 
@@ -60,10 +61,9 @@ class Flow:
     """The attempt the entry is in (counted at each ``NewAttempt``)."""
     finished: bool = False
     """The client end has delivered the stream's end (or its terminal item)."""
-    buffer: list[Any] = attrs.field(factory=list)
-    """What the client end delivers next, in order. A list, taken from its
-    head (``pop(0)``): it holds a batch at most (``AT_HAND``, or a link's
-    message), and an empty deque costs ~700 B more an open stream."""
+    buffer: deque[Any] = attrs.field(factory=deque)
+    """What the client end delivers next, in order (a deque: a hook's list
+    result goes in whole, however long)."""
     receive: trio.MemoryReceiveChannel[Any] | None = None
     """The last link's receiving end, once tasks fill the buffer (``"actors"``
     mode; ``"adaptive"`` once split)."""

@@ -309,16 +309,15 @@ class OutputPipeline:
                     if item is NOTHING:
                         # Not through next_source: a paced chunk's wait asks
                         # the source once, not three times (each a WouldBlock
-                        # raised), and parks one frame less deep; parked
-                        # outside the handler, it keeps no exception alive.
-                        if inline is None:
-                            item = await flow.iterator.__anext__()
-                        else:
+                        # raised), and parks one frame less deep; waiting
+                        # outside a handler, it keeps no exception alive.
+                        if inline is not None:
                             try:
                                 item = await inline.pull()
                             except trio.EndOfChannel:
                                 flow.inline = None
-                                item = await flow.iterator.__anext__()
+                        if item is NOTHING:
+                            item = await flow.iterator.__anext__()
             except StopAsyncIteration:
                 self._source_done = True
                 return
@@ -578,11 +577,11 @@ class OutputPipeline:
             cls = head.__class__
             if cls in _CHUNK_SET:
                 self._delivered += 1
-                return buffer.pop(0)
+                return buffer.popleft()
             if cls not in _PASSING or flow.finished:
                 return None
             # A marker acted on without awaiting (as _client_marker does).
-            buffer.pop(0)
+            buffer.popleft()
             if cls is Barrier:
                 head.release()
             elif cls is NewAttempt:
@@ -612,7 +611,7 @@ class OutputPipeline:
             head = buffer[0]
             if head.__class__ is not Barrier or flow.finished:
                 return False
-            buffer.pop(0)
+            buffer.popleft()
             head.release()
         if not flow.finished and not self._source_done:
             if self._held is not NOTHING or self._resume or flow.inline is not None:
@@ -668,7 +667,7 @@ class OutputPipeline:
                 self._delivered += 1
                 return item
             if buffer:
-                item = buffer.pop(0)
+                item = buffer.popleft()
                 if (
                     not buffer
                     and self.mode == "actors"

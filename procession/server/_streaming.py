@@ -343,7 +343,8 @@ async def watch_client(
     on_shutdown: Callable[[], Awaitable[object]] | None = None,
     end: WatchEnd | None = None,
 ) -> None:
-    """A streamed response's one side task: cancel ``scope`` at the client's
+    """A streamed response's watch on its client (the request's own task in
+    ``stream_response``, a side task of a follower's): cancel ``scope`` at the client's
     ``http.disconnect`` (and return; a body it still sends is read and
     dropped); while nothing was sent for the writer's keepalive period, send
     a keepalive comment; when ``shutdown`` begins, stop the keepalives and
@@ -494,10 +495,9 @@ async def stream_response(
     Checkpoints throughout (each ``send`` waits while the client does not
     read: backpressure). A disconnect, or cancellation of the caller, cancels
     the run before this returns."""
-    reader: RunReader | None = None
-    try:
-        async with run as stream, trio.open_nursery() as nursery:
-            reader = registry.streams[key] = RunReader(stream, hold)
+    async with run as stream, trio.open_nursery() as nursery:
+        reader = registry.streams[key] = RunReader(stream, hold)
+        try:
             await send(
                 {
                     "type": "http.response.start",
@@ -518,6 +518,8 @@ async def stream_response(
                 settings,
                 watched,
                 nursery.cancel_scope,
+                registry,
+                key,
                 name=WRITER_NAME,
             )
             await watch_client(
@@ -528,8 +530,10 @@ async def stream_response(
                 functools.partial(_stop_for_shutdown, reader),
                 watched,
             )
-    finally:
-        if reader is not None:
+        finally:
+            # Released when the body ends or the client leaves (here, or in
+            # the writer: whichever is first), not once the run has closed:
+            # its run id is free again and the cancel route finds nothing.
             registry.release(key, reader)
 
 
@@ -539,18 +543,26 @@ async def _write_body(
     settings: StreamSettings,
     watched: WatchEnd,
     response: trio.CancelScope,
+    registry: RunRegistry,
+    key: str,
 ) -> None:
     """The response's body: the run's frames, then ``[DONE]`` (or the end a
     failure or a moved run makes); then the watcher of the ``response`` is
-    ended (``watched``). Checkpoints in every read and write."""
-    failure = await reader.write(writer, settings.encode)
-    clean = failure is None or await write_failure(reader, writer, settings, failure)
-    tail = reader.tail
-    if clean and await moved_away(reader.stream):
-        await writer.end(tail + RETRY_FRAME)
-    else:
-        await writer.end(tail + DONE_FRAME if clean else tail)
-    watched.stop(response)
+    ended (``watched``). The run leaves ``registry`` once the body ended,
+    however it did. Checkpoints in every read and write."""
+    try:
+        failure = await reader.write(writer, settings.encode)
+        clean = failure is None or await write_failure(
+            reader, writer, settings, failure
+        )
+        tail = reader.tail
+        if clean and await moved_away(reader.stream):
+            await writer.end(tail + RETRY_FRAME)
+        else:
+            await writer.end(tail + DONE_FRAME if clean else tail)
+        watched.stop(response)
+    finally:
+        registry.release(key, reader)
 
 
 async def _stop_for_shutdown(reader: RunReader) -> None:

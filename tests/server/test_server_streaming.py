@@ -4,7 +4,8 @@ while idle; the cancel route; a graceful shutdown."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -185,3 +186,63 @@ async def test_disconnect_during_generate_cancels_it(
     assert model.calls[0].chunks_streamed == 3
     assert sent == []  # nobody to answer
     assert app.runs.reserved == 0
+
+
+class _SlowToClose:
+    """A model whose response takes 30 s to close once read (a provider's
+    connection closing slowly), shielded as a real close would be."""
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner = inner
+        self.provider = inner.provider
+        self.model_id = inner.model_id
+
+    def stream(self, request: Any) -> Any:
+        @asynccontextmanager
+        async def response() -> AsyncIterator[Any]:
+            async with self.inner.stream(request) as inner:
+                try:
+                    yield inner
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await trio.sleep(30)
+
+        return response()
+
+
+async def test_a_run_id_is_free_once_its_body_ended_while_the_run_still_closes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([["one"], _slow_turn(100), ["three"]])
+    app = create_app([make_agent(_SlowToClose(model))])
+    stream = "/api/agents/helper/stream"
+    with trio.fail_after(300):
+        async with open_exchange(
+            app, "POST", stream, json_body=_body(runId="r-closing")
+        ) as done:
+            await done.read_all()
+            assert b"data: [DONE]" in done.body
+            began = trio.current_time()
+            await trio.testing.wait_all_tasks_blocked()  # the app went on
+            # The app has not returned: the model's response is closing.
+            assert app.runs.streams == {}
+            cancel = await request(
+                app, "POST", "/api/agents/helper/runs/r-closing/cancel"
+            )
+            assert cancel.status == 404, cancel.body
+            async with open_exchange(
+                app, "POST", stream, json_body=_body(runId="r-closing")
+            ) as again:
+                assert again.status == 200, again.body
+                await _read_until(again, b'"w1 "')
+                await again.disconnect()
+                # Gone mid-body: the id is free at once, though this run
+                # closes for 30 s too (and the first one still closes).
+                await trio.testing.wait_all_tasks_blocked()
+                assert app.runs.streams == {}
+                assert trio.current_time() - began < 30
+                third = await request(
+                    app, "POST", stream, json_body=_body(runId="r-closing")
+                )
+                assert third.status == 200, third.body
+                assert b"three" in third.body
