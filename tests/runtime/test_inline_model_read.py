@@ -5,6 +5,7 @@ stream never cancels the model source."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -182,3 +183,37 @@ async def test_cancel_from_another_task_stops_a_backlog_read_within_the_budget(
     assert model.calls[0].closed_early
     # Read on for at most one checkpoint budget (64 items) after the cancel.
     assert model.calls[0].chunks_streamed < 10 + 2 * 64
+
+
+@pytest.mark.parametrize("mode", ["adaptive", "fused"])
+async def test_a_stream_waiting_for_the_model_keeps_no_exception_alive(
+    mode: ExecutionMode, autojump_clock: trio.testing.MockClock
+) -> None:
+    # While the model is quiet, the read waits for the coordinator to hand
+    # the next chunk over; it must not wait inside the handler of the
+    # WouldBlock that sent it there (each waiting stream would keep the
+    # exception and its traceback's frames alive).
+    model = BurstModel(BURSTS)
+    agent = Agent(id="a", model=model, execution_mode=mode)
+    async with agent.stream("hi") as stream:
+        got = ""
+        while got != "abc":
+            chunk = await stream.__anext__()
+            if isinstance(chunk, TextDeltaChunk):
+                got += chunk.payload.text
+        nexts: list[Chunk] = []
+
+        async def read_next() -> None:
+            nexts.append(await stream.__anext__())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read_next)
+            await trio.testing.wait_all_tasks_blocked()
+            assert nexts == []  # the read waits for the model's next burst
+            gc.collect()
+            alive = [o for o in gc.get_objects() if isinstance(o, trio.WouldBlock)]
+            assert alive == []
+        assert isinstance(nexts[0], TextDeltaChunk)
+        assert nexts[0].payload.text == " d"
+        result = await stream.result()
+    assert result.text == "abc def ghi"
